@@ -1,0 +1,32 @@
+# Two entry points (see README): `make run` serves the service, `make test` runs the tests.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+
+.PHONY: run test install install-test build coverage bench load
+
+$(VENV)/bin/activate:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+install: $(VENV)/bin/activate
+	$(PIP) install -q -e .
+
+install-test: $(VENV)/bin/activate
+	$(PIP) install -q -e '.[test]'
+
+run: install
+	$(VENV)/bin/casebook serve --host 127.0.0.1 --port 8000
+
+build: install
+	$(VENV)/bin/casebook build
+
+coverage: install
+	$(VENV)/bin/casebook coverage
+
+test: install-test
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: install
+	$(PY) benchmarks/bench_calculators.py

@@ -1,0 +1,153 @@
+"""The ASGI application: JSON API under /api/v1, the HTML site, health, problem+json errors."""
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api import schemas as S
+from api.middleware import BodyLimitMiddleware, SecurityHeadersMiddleware
+from api.problems import problem, pydantic_errors
+from api.routes import calculators, cases, facts, search
+from api.routes.common import NotFound
+from api.settings import Settings, get_settings
+from knowledge.build import ensure_built
+from knowledge.search import build_index
+from knowledge.store import Store
+
+log = logging.getLogger("casebook")
+
+DESCRIPTION = """
+Sourced facts about AI infrastructure (accelerators, links, model architectures, frameworks,
+prices), the worked examples of the 71 case studies of *深入理解 AI Infra：量化分析与系统设计*,
+and calculators that show their work.
+
+Conventions: SI base units with the unit in the field name (`_bytes`, `_bytes_per_s`, `_s`,
+`_flop_per_s`); decimal GB (1e9) and binary GiB (2^30) are never mixed silently. Every numeric
+fact carries `source` and `locator`. Errors are RFC 9457 `application/problem+json` with
+field-level `errors`. Lists take `limit`/`offset` and return `total`.
+"""
+
+
+def open_store(settings: Settings) -> Store:
+    if settings.build_if_stale:
+        ensure_built(settings.db_path)
+    return Store(settings.db_path)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        if getattr(app.state, "store", None) is None:
+            app.state.store = open_store(settings)
+        app.state.search_index = build_index(app.state.store)
+        async with _mcp_lifespan(app):
+            yield
+        app.state.store.close()
+
+    app = FastAPI(
+        title="AI Infra Casebook", version=settings.version, description=DESCRIPTION, lifespan=lifespan,
+        generate_unique_id_function=lambda route: route.name,
+        openapi_tags=[{"name": "calculators", "description": "Calculators that show their work."},
+                      {"name": "facts", "description": "Sourced facts: hardware, links, models, frameworks, prices, sources."},
+                      {"name": "cases", "description": "The book's case studies and their worked examples."},
+                      {"name": "search", "description": "Search across everything."},
+                      {"name": "meta", "description": "Health and service information."}],
+    )
+    app.state.settings = settings
+    app.state.store = None
+    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"],
+                       allow_credentials=False)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    _install_error_handlers(app)
+
+    for module in (facts, cases, search, calculators):
+        app.include_router(module.router, prefix="/api/v1")
+
+    @app.get("/healthz", response_model=S.Health, tags=["meta"], summary="Health and store identity",
+             description="200 once the store is open: version, the store's content hash and record counts.")
+    def healthz(request: Request):
+        store: Store = request.app.state.store
+        return {"status": "ok", "version": settings.version, "content_hash": store.content_hash,
+                "built_at": store.meta.get("built_at"),
+                "counts": {k: store.count(k) for k in ("case", "derivation", "hardware", "link", "model",
+                                                       "framework", "price", "source", "glossary", "claim")}}
+
+    _include_optional(app)
+    return app
+
+
+def _include_optional(app: FastAPI) -> None:
+    """The HTML site and MCP live in their own modules; mount them when present."""
+    try:
+        from api import site
+    except ImportError as exc:  # pragma: no cover - only while the site is being written
+        log.warning("site not mounted: %s", exc)
+    else:
+        site.mount(app)
+    try:
+        from api import mcp_server
+    except ImportError as exc:  # pragma: no cover
+        log.warning("MCP not mounted: %s", exc)
+    else:
+        mcp_server.mount(app)
+
+
+@asynccontextmanager
+async def _mcp_lifespan(app: FastAPI):
+    runner = getattr(app.state, "mcp_lifespan", None)
+    if runner is None:
+        yield
+    else:
+        async with runner():
+            yield
+
+
+def _is_html(request: Request) -> bool:
+    return not request.url.path.startswith(("/api/", "/healthz", "/openapi", "/mcp", "/llms"))
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def on_validation(request: Request, exc: RequestValidationError):
+        errors = pydantic_errors(exc.errors())
+        fields = ", ".join(sorted({e["field"] for e in errors}))
+        return problem(422, "Invalid request", f"invalid field(s): {fields}", kind="validation", errors=errors,
+                       instance=request.url.path)
+
+    @app.exception_handler(NotFound)
+    async def on_not_found(request: Request, exc: NotFound):
+        if _is_html(request) and hasattr(app.state, "render_not_found"):
+            return app.state.render_not_found(request, exc)
+        return problem(404, f"Unknown {exc.kind}", str(exc), kind="not-found", instance=request.url.path,
+                       see=exc.list_endpoint)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 404 and _is_html(request) and hasattr(app.state, "render_not_found"):
+            return app.state.render_not_found(request, None)
+        title = {404: "Not found", 405: "Method not allowed", 413: "Request too large"}.get(exc.status_code, "Error")
+        detail = exc.detail if isinstance(exc.detail, str) else title
+        if exc.status_code == 404:
+            detail = f"no route {request.url.path}; see /docs or /api/v1/calculators"
+        return problem(exc.status_code, title, detail, instance=request.url.path)
+
+    @app.exception_handler(RecursionError)
+    async def on_recursion(request: Request, exc: RecursionError):
+        return problem(400, "Body too deeply nested", "the JSON body nests too deeply to parse", kind="too-deep")
+
+    @app.exception_handler(Exception)
+    async def on_error(request: Request, exc: Exception):  # a bug: say so in problem+json, log it
+        log.exception("unhandled error on %s", request.url.path)
+        return problem(500, "Internal error", f"{type(exc).__name__}: this is a bug in the service",
+                       kind="internal", instance=request.url.path)
+
+
+app = create_app()

@@ -1,0 +1,172 @@
+"""`casebook`: serve the API and site, build the store, run a calculator, report coverage."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from knowledge.build import DEFAULT_DB
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from knowledge.build import BuildError, ensure_built
+
+    t0 = time.perf_counter()
+    try:
+        built = ensure_built(args.db)
+    except BuildError as exc:
+        print(f"casebook serve: the data files do not build.\n{exc}", file=sys.stderr)
+        return 1
+    if built:
+        print(f"built {args.db} in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+    # workers open the already built file read-only; none of them builds
+    os.environ["CASEBOOK_DB"] = str(args.db)
+    os.environ["CASEBOOK_BUILD"] = "0"
+    uvicorn.run("api.app:app", host=args.host, port=args.port, workers=args.workers,
+                log_level=args.log_level, access_log=args.access_log)
+    return 0
+
+
+def cmd_build(args) -> int:
+    from knowledge import build
+
+    return build.main((["--db", str(args.db)] if args.db else []) + (["--check"] if args.check else []))
+
+
+def _store(db: Path):
+    from knowledge.build import ensure_built
+    from knowledge.store import Store
+
+    ensure_built(db)
+    return Store(db)
+
+
+def cmd_calc(args) -> int:
+    from api.service import CalculationFailed, calculate
+    from calculators.registry import REGISTRY
+
+    if args.list or not args.name:
+        for c in REGISTRY.values():
+            print(f"{c.name:24} {c.summary}")
+        return 0
+    if args.name not in REGISTRY:
+        print(f"unknown calculator {args.name!r}; `casebook calc --list` lists them", file=sys.stderr)
+        return 2
+    try:
+        body = json.loads(args.json) if args.json else dict(REGISTRY[args.name].example)
+    except json.JSONDecodeError as exc:
+        print(f"--json is not valid JSON: {exc}", file=sys.stderr)
+        return 2
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        try:
+            body[key] = json.loads(value)
+        except json.JSONDecodeError:
+            body[key] = value
+    store = _store(args.db)
+    try:
+        env = calculate(args.name, body, store)
+    except CalculationFailed as exc:
+        print(json.dumps(exc.body, indent=2, ensure_ascii=False), file=sys.stderr)
+        return 1
+    if args.format == "json":
+        print(json.dumps(env, indent=2, ensure_ascii=False))
+    elif args.format == "markdown":
+        from api.markdown import render_markdown
+        print(render_markdown(env, REGISTRY[args.name]))
+    else:
+        _print_text(env)
+    return 0
+
+
+def _print_text(env: dict) -> None:
+    print(f"{env['calculator']}")
+    print("outputs:")
+    for k, v in env["outputs"].items():
+        text = json.dumps(v, ensure_ascii=False)
+        print(f"  {k}: {text if len(text) < 200 else text[:200] + ' …'}")
+    print("steps:")
+    for s in env["steps"]:
+        print(f"  {s['label']}: {s['formula']}")
+        print(f"      = {s['substituted']}")
+        print(f"      = {s['value']} {s['unit']}")
+    if env["assumptions"]:
+        print("assumptions:")
+        for a in env["assumptions"]:
+            print(f"  - {a}")
+    for s in env["inputs"].get("sources", []):
+        print(f"source: {s.get('record')}.{s.get('field')} = {s.get('value')} ({s.get('source')}, {s.get('locator')})")
+    print(f"explanation: {env['explanation_url']}")
+
+
+def cmd_coverage(args) -> int:
+    from knowledge.coverage import coverage
+    from knowledge.derivations import recompute
+    from knowledge.loader import catalog_lookup, load_catalog
+
+    cat = load_catalog()
+    lookup = catalog_lookup(cat)
+    reproduced = {}
+    for d in cat.records.get("derivation", []):
+        if d.get("calculator"):
+            try:
+                reproduced[d["id"]] = all(c.ok for c in recompute(d, lookup))
+            except Exception:  # noqa: BLE001 - a failing request counts as not reproduced
+                reproduced[d["id"]] = False
+    cov = coverage(cat.records.get("case", []), cat.records.get("derivation", []), reproduced)
+    if args.json:
+        print(json.dumps(cov, indent=2, ensure_ascii=False))
+        return 0
+    print(f"{'case':44} stored bound reproduced  unbound families")
+    for row in cov["per_case"]:
+        print(f"{row['slug']:44} {row['stored']:6} {row['bound']:5} {row['reproduced']:10}  {', '.join(row['families_unbound'])}")
+    print()
+    print(f"cases: {cov['cases']}   derivations: {cov['derivations']}   bound: {cov['bound']} "
+          f"({100 * cov['bound_fraction']:.1f} %)   reproduced: {cov['reproduced']} of {cov['bound']}")
+    print(f"calculators used: {len(cov['calculators_used'])} ({', '.join(cov['calculators_used'])})")
+    print(f"families without a calculator: {', '.join(cov['families_without_calculator']) or 'none'}")
+    return 0 if cov["reproduced"] == cov["bound"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="casebook", description="AI Infra Casebook: sourced facts and calculators.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("serve", help="build the store if missing or stale, then serve API + site + MCP")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1, help="server processes sharing the read-only store")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p.add_argument("--log-level", default="info")
+    p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("build", help="validate the data files and write the store")
+    p.add_argument("--db", type=Path, default=None)
+    p.add_argument("--check", action="store_true", help="validate only")
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("calc", help="run a calculator: casebook calc kv-cache --json '{...}'")
+    p.add_argument("name", nargs="?")
+    p.add_argument("--json", help="request body as JSON (default: the calculator's example)")
+    p.add_argument("--set", action="append", metavar="FIELD=VALUE", help="override one field (JSON value)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--list", action="store_true", help="list calculators")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p.set_defaults(func=cmd_calc)
+
+    p = sub.add_parser("coverage", help="per case: worked examples stored, bound, reproduced")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_coverage)
+
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""JSON routes, one module per resource, all mounted under /api/v1."""

@@ -1,0 +1,92 @@
+"""Calculator endpoints: one POST route per registered calculator, the list, and batch.
+
+Routes are generated from the registry so the OpenAPI document carries each calculator's own
+request schema and an operationId equal to its Python-style name (`kv_cache`).
+"""
+import inspect
+from typing import Any
+
+from fastapi import APIRouter, Body, Depends, Path, Request
+from starlette.responses import Response
+
+from api import schemas as S
+from api.deps import get_store
+from api.markdown import render_markdown, wants_markdown
+from api.problems import ProblemResponse
+from api.responses import FastJSONResponse
+from api.routes.common import NotFound
+from api.service import CalculationFailed, calculate, case_refs
+from calculators.registry import REGISTRY, Calculator
+from knowledge.store import Store
+
+router = APIRouter(tags=["calculators"])
+
+MARKDOWN_DOC = {"text/markdown": {"schema": {"type": "string"},
+                                  "example": "# kv-cache\n\n| step | formula | … |"}}
+
+
+def _info(calc: Calculator, store: Store) -> dict:
+    return {"name": calc.name, "title": calc.title, "family": calc.family, "summary": calc.summary,
+            "description": calc.description or calc.summary, "endpoint": f"/api/v1/calculators/{calc.name}",
+            "request_schema": calc.request_model.model_json_schema(), "example": calc.example,
+            "sweepable": list(calc.sweepable), "cases": case_refs(store, calc.cases)}
+
+
+@router.get("/calculators", response_model=list[S.CalculatorInfo], summary="List calculators",
+            description="Every registered calculator: name, summary, JSON schema of its request, a full example "
+                        "request and the cases that explain its method.")
+def list_calculators(store: Store = Depends(get_store)):
+    return [_info(c, store) for c in REGISTRY.values()]
+
+
+@router.get("/calculators/{name}", response_model=S.CalculatorInfo, summary="Describe one calculator")
+def get_calculator(name: str = Path(max_length=100), store: Store = Depends(get_store)):
+    calc = REGISTRY.get(name)
+    if calc is None:
+        raise NotFound("calculator", name, "/api/v1/calculators")
+    return _info(calc, store)
+
+
+@router.post("/calculators:batch", response_model=S.BatchResponse, summary="Run many calculator requests",
+             description="Up to 1,000 calculator requests in one call, answered in order; each item succeeds or "
+                         "fails on its own (`status` 200 with `response`, or 4xx with a `problem`).")
+def run_batch(batch: S.BatchRequest, store: Store = Depends(get_store)):
+    results = []
+    for item in batch.requests:
+        try:
+            results.append({"status": 200, "response": calculate(item.calculator, item.request, store)})
+        except CalculationFailed as exc:
+            results.append({"status": exc.status, "problem": exc.body})
+    return FastJSONResponse({"results": results})
+
+
+def _endpoint(calc: Calculator):
+    def endpoint(request: Request, body: Any, store: Store = Depends(get_store)) -> Response:
+        try:
+            envelope = calculate(calc.name, body, store)
+        except CalculationFailed as exc:
+            return ProblemResponse(exc.body, status_code=exc.status)
+        if wants_markdown(request):
+            return Response(render_markdown(envelope, calc), media_type="text/markdown; charset=utf-8")
+        return FastJSONResponse(envelope)
+
+    examples = {"example": {"summary": "Worked example", "value": calc.example}}
+    for i, ex in enumerate(calc.extra_examples):
+        examples[f"example{i + 2}"] = {"summary": f"Example {i + 2}", "value": ex}
+    params = list(inspect.signature(endpoint).parameters.values())
+    params[1] = params[1].replace(annotation=calc.request_model,
+                                  default=Body(..., openapi_examples=examples, description=calc.request_model.__doc__))
+    endpoint.__signature__ = inspect.Signature(params, return_annotation=Response)
+    endpoint.__name__ = calc.operation_id
+    endpoint.__doc__ = calc.description or calc.summary
+    return endpoint
+
+
+for _calc in REGISTRY.values():
+    router.add_api_route(
+        f"/calculators/{_calc.name}", _endpoint(_calc), methods=["POST"], name=_calc.operation_id,
+        response_model=S.Envelope, summary=_calc.title, description=(_calc.description or _calc.summary) +
+        "\n\nAnswers JSON (the calculator envelope) or, with `Accept: text/markdown`, the explanation as Markdown."
+        + (f"\n\nSweepable fields (a list instead of a scalar): {', '.join(_calc.sweepable)}." if _calc.sweepable else ""),
+        responses={200: {"content": MARKDOWN_DOC}, 422: {"description": "Invalid input (problem+json naming the field)"}},
+    )

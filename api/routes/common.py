@@ -1,0 +1,29 @@
+"""What the resource routes share: paging parameters, the next-page link, and not-found errors."""
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Query, Request
+
+from knowledge.store import Page as StorePage
+
+Limit = Annotated[int, Query(ge=1, le=1000, description="Items per page (1–1000).")]
+Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Items to skip.")]
+Descending = Annotated[bool, Query(description="Sort descending.")]
+
+
+class NotFound(Exception):
+    """An unknown id: answered as a 404 problem naming the list endpoint (HTML on site pages)."""
+
+    def __init__(self, kind: str, ident: str, list_endpoint: str):
+        self.kind = kind
+        self.ident = ident
+        self.list_endpoint = list_endpoint
+        super().__init__(f"no {kind} with id {ident!r}; see {list_endpoint}")
+
+
+def page(request: Request, result: StorePage) -> dict:
+    nxt = None
+    if result.offset + result.limit < result.total:
+        nxt = str(request.url.include_query_params(offset=result.offset + result.limit, limit=result.limit))
+    return {"items": result.items, "total": result.total, "limit": result.limit, "offset": result.offset, "next": nxt}

@@ -1,0 +1,5 @@
+"""Pure NumPy calculators: plain numbers in, numbers plus explanation steps out.
+
+Nothing here imports the web layer or the store; facts a request names by id are handed in
+through a `Lookup` callable by the caller (see `calculators.core`).
+"""

@@ -1,0 +1,264 @@
+"""Shared building blocks of every calculator: requests, steps, results, sweeps, formatting.
+
+A calculator is a function `compute(request, lookup) -> Result`. `request` is a validated
+pydantic model (plain numbers, lists where a field is sweepable, and ids); `lookup(kind, id)`
+returns a store record as a plain dict so that calculators never import the store.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Callable, Iterable, Sequence
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Largest number of points a single sweep may broadcast to (documented in the API).
+MAX_SWEEP_POINTS = 1_000_000
+#: Largest list a single sweepable field accepts.
+MAX_LIST_LENGTH = 100_000
+#: Upper bound for any single numeric input: far beyond any physical quantity used here,
+#: small enough that products of a few of them stay finite in float64.
+MAX_VALUE = 1e30
+
+KIB, MIB, GIB, TIB = 2**10, 2**20, 2**30, 2**40
+KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
+
+
+class CalcRequest(BaseModel):
+    """Base of every calculator request: unknown fields and NaN/Infinity are refused."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+
+# Bounded scalar types used in request models.
+PosFloat = Annotated[float, Field(gt=0, le=MAX_VALUE, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, le=MAX_VALUE, allow_inf_nan=False)]
+Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+PosInt = Annotated[int, Field(ge=1, le=10**15)]
+NonNegInt = Annotated[int, Field(ge=0, le=10**15)]
+
+# Sweepable variants: a scalar or a list of them.
+PosFloatSweep = PosFloat | Annotated[list[PosFloat], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+NonNegFloatSweep = NonNegFloat | Annotated[list[NonNegFloat], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+FractionSweep = Fraction | Annotated[list[Fraction], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+PosIntSweep = PosInt | Annotated[list[PosInt], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+NonNegIntSweep = NonNegInt | Annotated[list[NonNegInt], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+
+
+class CalcInputError(ValueError):
+    """A request that validates by type but cannot be computed; `loc` names the field."""
+
+    def __init__(self, loc: Sequence[str | int] | str, message: str, status: int = 422):
+        self.loc = (loc,) if isinstance(loc, str) else tuple(loc)
+        self.message = message
+        self.status = status
+        super().__init__(f"{'.'.join(map(str, self.loc))}: {message}")
+
+
+class UnknownId(CalcInputError):
+    """A request names an id the store does not hold."""
+
+    def __init__(self, loc: Sequence[str | int] | str, kind: str, ident: str):
+        self.kind = kind
+        self.ident = ident
+        super().__init__(loc, f"unknown {kind} id {ident!r}; see /api/v1/{kind_plural(kind)}")
+
+
+def kind_plural(kind: str) -> str:
+    return {"hardware": "hardware", "model": "models", "link": "links", "framework": "frameworks",
+            "case": "cases", "price": "prices", "source": "sources"}.get(kind, kind + "s")
+
+
+Lookup = Callable[[str, str], dict]
+
+
+def no_lookup(kind: str, ident: str) -> dict:
+    """A lookup that knows no ids (for pure-number requests and tests)."""
+    raise KeyError(ident)
+
+
+def fetch(lookup: Lookup, kind: str, ident: str, loc: str) -> dict:
+    """Resolve an id through `lookup`, turning a miss into a 422 that names the field."""
+    try:
+        return lookup(kind, ident)
+    except KeyError:
+        raise UnknownId(loc, kind, ident) from None
+
+
+def fact_value(record: dict, *path: str, required: bool = True, loc: str = "") -> float | None:
+    """The `value` of a sourced fact inside a store record (None when absent and optional)."""
+    node: Any = record
+    for key in path:
+        if not isinstance(node, dict) or key not in node or node[key] is None:
+            if required:
+                raise CalcInputError(loc or path[0], f"{record.get('id', '?')} has no sourced {'.'.join(path)}")
+            return None
+        node = node[key]
+    return node["value"] if isinstance(node, dict) else node
+
+
+def fact_source(record: dict, *path: str) -> dict | None:
+    """Provenance of a fact: {field, value, source, locator} or None."""
+    node: Any = record
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    if not isinstance(node, dict) or "source" not in node:
+        return None
+    return {"record": record.get("id"), "field": ".".join(path), "value": node.get("value"),
+            "source": node.get("source"), "locator": node.get("locator"),
+            "source_url": node.get("source_url")}
+
+
+# --------------------------------------------------------------------------- sweeps
+
+def arr(x: Any, dtype: type = float) -> np.ndarray:
+    """A request value (scalar or list) as a NumPy array."""
+    return np.asarray(x, dtype=dtype)
+
+
+def is_sweep(*values: Any) -> bool:
+    return any(isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0 for v in values)
+
+
+def broadcast(named: dict[str, Any], dtype: type = float) -> dict[str, np.ndarray]:
+    """Broadcast the sweepable inputs against each other.
+
+    Lists of equal length pair up element-wise; a list meeting a list of another length is an
+    error naming the field. Scalars broadcast to every point.
+    """
+    arrays = {k: np.asarray(v, dtype=dtype) for k, v in named.items()}
+    length = None
+    for k, a in arrays.items():
+        if a.ndim == 1:
+            if length is None:
+                length = a.shape[0]
+            elif a.shape[0] != length:
+                raise CalcInputError(k, f"sweep of {a.shape[0]} points does not match another swept field of {length}")
+    if length and length > MAX_SWEEP_POINTS:
+        raise CalcInputError(next(iter(arrays)), f"sweep of {length} points exceeds {MAX_SWEEP_POINTS}", status=413)
+    return arrays
+
+
+def first(x: Any) -> Any:
+    """The first point of a sweep (or the scalar itself): steps describe this point."""
+    a = np.asarray(x)
+    return a.reshape(-1)[0].item() if a.ndim else a.item()
+
+
+def out(x: Any) -> Any:
+    """A NumPy result as JSON-able Python: scalars stay scalars, arrays become lists."""
+    if isinstance(x, np.ndarray):
+        if x.ndim == 0:
+            return _py(x.item())
+        return [_py(v) for v in x.tolist()]
+    if isinstance(x, (np.generic,)):
+        return _py(x.item())
+    if isinstance(x, dict):
+        return {k: out(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [out(v) for v in x]
+    return _py(x)
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return None
+    return v
+
+
+# --------------------------------------------------------------------------- formatting
+
+def num(x: float, digits: int = 6) -> str:
+    """A number for humans: thousands separators for integers, `digits` significant figures else."""
+    if x is None:
+        return "—"
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        return str(x)
+    if x.is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    if x != 0 and (abs(x) >= 1e15 or abs(x) < 1e-4):
+        return f"{x:.{digits - 1}e}"
+    s = f"{x:,.{digits}g}" if abs(x) >= 1 else f"{x:.{digits}g}"
+    if "e" in s:
+        s = f"{x:,.{max(digits - len(str(int(abs(x)))), 0)}f}"
+    return s
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes with both a decimal (GB) and a binary (GiB) reading, each labelled."""
+    b = float(b)
+    if abs(b) < 1000:
+        return f"{num(b)} B"
+    dec = next(((b / f, u) for f, u in ((TB, "TB"), (GB, "GB"), (MB, "MB"), (KB, "kB")) if abs(b) >= f))
+    binu = next(((b / f, u) for f, u in ((TIB, "TiB"), (GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")) if abs(b) >= f), (b, "B"))
+    return f"{num(b)} B = {num(dec[0], 5)} {dec[1]} (decimal) = {num(binu[0], 5)} {binu[1]} (binary)"
+
+
+def fmt_s(s: float) -> str:
+    s = float(s)
+    if s == 0:
+        return "0 s"
+    if abs(s) < 1e-3:
+        return f"{num(s * 1e6, 5)} µs"
+    if abs(s) < 1:
+        return f"{num(s * 1e3, 5)} ms"
+    if abs(s) < 3600 * 2:
+        return f"{num(s, 5)} s"
+    if abs(s) < 86400 * 3:
+        return f"{num(s / 3600, 5)} h"
+    return f"{num(s / 86400, 5)} days"
+
+
+def fmt_rate(bps: float) -> str:
+    return f"{num(bps / 1e9, 5)} GB/s"
+
+
+def fmt_flops(f: float) -> str:
+    return f"{num(f / 1e12, 6)} TFLOP"
+
+
+# --------------------------------------------------------------------------- results
+
+@dataclass
+class Step:
+    label: str
+    formula: str
+    substituted: str
+    value: Any
+    unit: str
+
+    def as_dict(self) -> dict:
+        return {"label": self.label, "formula": self.formula, "substituted": self.substituted,
+                "value": out(self.value), "unit": self.unit}
+
+
+@dataclass
+class Result:
+    """What a calculator returns: the envelope minus the parts the API adds (name, urls, cases)."""
+
+    inputs: dict
+    outputs: dict
+    steps: list[Step] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    sources: list[dict] = field(default_factory=list)
+
+    def step(self, label: str, formula: str, substituted: str, value: Any, unit: str) -> Any:
+        """Record one explanation step and hand its value back, so formulas read inline."""
+        self.steps.append(Step(label, formula, substituted, first(value) if is_sweep(value) else out(value), unit))
+        return value
+
+    def assume(self, *lines: str) -> None:
+        self.assumptions.extend(lines)
+
+    def cite(self, provenance: dict | None) -> None:
+        if provenance and provenance not in self.sources:
+            self.sources.append(provenance)
+
+
+def sum_list(values: Iterable[float]) -> float:
+    return float(sum(values))

@@ -1,0 +1,1 @@
+"""The sourced knowledge store: data files, validation, the DuckDB build and read-only queries."""

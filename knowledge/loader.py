@@ -1,0 +1,88 @@
+"""Read the YAML data files into plain dicts, without validation or the database.
+
+The builder validates what this returns and writes it to DuckDB; tests and the calculators'
+`lookup` can use it directly so that they do not need a built store.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+try:  # the C loader is several times faster; fall back to pure Python where libyaml is absent
+    _Loader = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover
+    _Loader = yaml.SafeLoader
+
+#: kind -> data file name (or glob) under DATA_DIR
+FILES = {
+    "source": "sources*.yaml",
+    "hardware": "hardware.yaml",
+    "link": "links.yaml",
+    "model": "models.yaml",
+    "framework": "frameworks.yaml",
+    "price": "prices.yaml",
+    "case": "cases.yaml",
+    "glossary": "glossary.yaml",
+    "claim": "claims.yaml",
+    "derivation": "derivations/*.yaml",
+}
+
+
+@dataclass
+class Catalog:
+    """Every record of every data file, with the file each came from."""
+
+    records: dict[str, list[dict]] = field(default_factory=dict)
+    origin: dict[int, str] = field(default_factory=dict)  # id(record) -> relative file name
+
+    def by_id(self, kind: str) -> dict[str, dict]:
+        key = "slug" if kind == "case" else "id"
+        return {r.get(key): r for r in self.records.get(kind, []) if isinstance(r, dict)}
+
+    def file_of(self, record: dict) -> str:
+        return self.origin.get(id(record), "?")
+
+
+def load_yaml(path: Path) -> list:
+    with path.open(encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=_Loader)
+    return data or []
+
+
+def load_catalog(data_dir: Path = DATA_DIR) -> Catalog:
+    cat = Catalog()
+    for kind, pattern in FILES.items():
+        rows: list[dict] = []
+        for path in sorted(data_dir.glob(pattern)):
+            content = load_yaml(path)
+            if not isinstance(content, list):
+                raise ValueError(f"{path.relative_to(data_dir)}: top level must be a list of records")
+            for rec in content:
+                if isinstance(rec, dict):
+                    cat.origin[id(rec)] = str(path.relative_to(data_dir))
+                rows.append(rec)
+        cat.records[kind] = rows
+    for rec in cat.records.get("derivation", []):
+        if isinstance(rec, dict) and "case" in rec and "name" in rec:
+            rec.setdefault("id", f"{rec['case']}/{rec['name']}")
+    return cat
+
+
+@functools.lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    return load_catalog()
+
+
+def catalog_lookup(cat: Catalog):
+    """A calculators `Lookup` over a catalog: (kind, id) -> record, KeyError when unknown."""
+    index = {kind: cat.by_id(kind) for kind in cat.records}
+
+    def lookup(kind: str, ident: str) -> dict:
+        return index[kind][ident]
+
+    return lookup
