@@ -6,6 +6,7 @@ The builder validates what this returns and writes it to DuckDB; tests and the c
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,9 +15,20 @@ import yaml
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 try:  # the C loader is several times faster; fall back to pure Python where libyaml is absent
-    _Loader = yaml.CSafeLoader
+    _Base = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover
-    _Loader = yaml.SafeLoader
+    _Base = yaml.SafeLoader
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """Safe loader that also reads YAML 1.2 floats such as `80.0e9` (PyYAML wants `80.0e+9`)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$|^[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?$"),
+    list("-+0123456789."),
+)
 
 #: kind -> data file name (or glob) under DATA_DIR
 FILES = {

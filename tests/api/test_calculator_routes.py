@@ -1,0 +1,103 @@
+"""Calculator endpoints: the envelope, validation as problem+json naming the field, Markdown, batch."""
+from __future__ import annotations
+
+import pytest
+
+from calculators.registry import REGISTRY
+
+FIVE = ["kv-cache", "parallel-split", "lora", "routing-cost", "edge-transfer"]
+
+
+def test_the_five_named_calculators_are_registered(client):
+    names = {c["name"] for c in client.get("/api/v1/calculators").json()}
+    assert set(FIVE) <= names
+    assert len(names) >= 12
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_example_answers_with_the_envelope(client, name):
+    r = client.post(f"/api/v1/calculators/{name}", json=REGISTRY[name].example)
+    assert r.status_code == 200, r.text
+    env = r.json()
+    assert env["calculator"] == name
+    assert set(env) == {"calculator", "inputs", "outputs", "steps", "assumptions", "cases", "explanation_url"}
+    assert env["outputs"] and env["steps"] and env["assumptions"]
+    assert all(set(s) == {"label", "formula", "substituted", "value", "unit"} for s in env["steps"])
+    assert env["explanation_url"].startswith(f"/calculators/{name}?")
+    assert "sources" in env["inputs"]
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_calculator_rejects_unknown_fields(client, name):
+    r = client.post(f"/api/v1/calculators/{name}", json={**REGISTRY[name].example, "no_such_field": 1})
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert "no_such_field" in {e["field"] for e in r.json()["errors"]}
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_calculator_answers_markdown(client, name):
+    r = client.post(f"/api/v1/calculators/{name}", json=REGISTRY[name].example, headers={"Accept": "text/markdown"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/markdown")
+    assert "## Steps" in r.text and "| step |" in r.text
+
+
+def test_kv_cache_resolves_a_model_and_names_sources(client):
+    env = client.post("/api/v1/calculators/kv-cache", json={"model": "qwen3-8b", "tokens": 8192}).json()
+    assert env["outputs"]["bytes_per_token"] == 147456
+    assert env["outputs"]["bytes_per_request"] == 1207959552
+    assert any(s["record"] == "qwen3-8b" and s["source_url"] for s in env["inputs"]["sources"])
+
+
+def test_unknown_model_id_is_422_naming_the_field(client):
+    r = client.post("/api/v1/calculators/kv-cache", json={"model": "no-such-model", "tokens": 8})
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["field"] == "model"
+    assert "/api/v1/models" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"upload_bytes": -1, "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6}, "upload_bytes"),
+    ({"upload_bytes": 1, "uplink_bits_per_s": 0, "downlink_bits_per_s": 1e6}, "uplink_bits_per_s"),
+    ({"upload_bytes": "lots", "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6}, "upload_bytes"),
+    ({"uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6}, "upload_bytes"),
+    ({"upload_bytes": 1, "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6, "rounds": 1.5}, "rounds"),
+    ({"upload_bytes": [1, -2], "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6}, "upload_bytes[1]"),
+])
+def test_bad_input_names_the_field(client, body, field):
+    r = client.post("/api/v1/calculators/edge-transfer", json=body)
+    assert r.status_code == 422, r.text
+    assert field in {e["field"] for e in r.json()["errors"]}
+
+
+def test_nan_and_infinity_are_refused(client):
+    for raw in ('{"upload_bytes": NaN, "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6}',
+                '{"upload_bytes": Infinity, "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6}'):
+        r = client.post("/api/v1/calculators/edge-transfer", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 422, r.text
+
+
+def test_malformed_json_is_422(client):
+    r = client.post("/api/v1/calculators/edge-transfer", content="{not json", headers={"content-type": "application/json"})
+    assert r.status_code == 422
+
+
+def test_oversized_body_is_413(client):
+    r = client.post("/api/v1/calculators/edge-transfer", content=b"[" + b"1," * 3_000_000 + b"1]",
+                    headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    assert r.headers["content-type"].startswith("application/problem+json")
+
+
+def test_batch_answers_each_item_in_order(client):
+    body = {"requests": [
+        {"calculator": "edge-transfer", "request": REGISTRY["edge-transfer"].example},
+        {"calculator": "edge-transfer", "request": {"upload_bytes": -1}},
+        {"calculator": "no-such", "request": {}},
+    ]}
+    r = client.post("/api/v1/calculators:batch", json=body)
+    assert r.status_code == 200
+    res = r.json()["results"]
+    assert [x["status"] for x in res] == [200, 422, 404]
+    assert res[0]["response"]["outputs"]["total_s"] == pytest.approx(12.8)
+    assert res[1]["problem"]["errors"][0]["field"] == "upload_bytes"
