@@ -385,14 +385,15 @@ def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
         # ---- paths: rate = slowest hop, latency = sum of hop latencies
         hops_all, path_bw, path_lat, path_cnt, path_names, slow_hop = [], [], [], [], [], []
         for j, path in enumerate(plan.paths):
-            hops = []
+            hops, lat_of = [], []
             for k, hop in enumerate(path.hops):
                 bw, link_lat = _rate(lookup, res, hop, ploc + ("paths", j, "hops", k))
                 lat = hop.latency_s if hop.latency_s is not None else (link_lat or 0.0)
                 hops.extend([(bw, lat, _label(hop, hop.link or f"hop {k + 1}"))] * hop.count)
+                lat_of.append((lat, hop))
             bws = [h[0] for h in hops]
             path_bw.append(min(bws))
-            path_lat.append(sum(h[1] for h in hops))
+            path_lat.append(float(sum(hop_lat * hop.count for hop_lat, hop in lat_of)))
             slow_hop.append(hops[int(np.argmin(bws))][2])
             path_cnt.append(path.count)
             path_names.append(_label(path, f"path {j + 1}"))

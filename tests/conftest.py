@@ -42,3 +42,42 @@ def client(app):
 
     with TestClient(app) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def live_server(built_db):
+    """`casebook`'s app under uvicorn on a free localhost port, for real HTTP clients (MCP, browsers)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "CASEBOOK_DB": str(built_db), "CASEBOOK_BUILD": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:app", "--host", "127.0.0.1", "--port", str(port),
+                             "--log-level", "warning"], env=env, cwd=str(Path(__file__).resolve().parent.parent))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None:
+                raise RuntimeError("uvicorn exited early")
+            time.sleep(0.1)
+        else:
+            raise RuntimeError("server did not become healthy")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

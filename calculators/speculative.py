@@ -1,0 +1,337 @@
+"""Speculative decoding: tokens per round, speedup, best draft length, and verification budgets.
+
+Two calculators of the `speculative` family:
+
+* `speculative-decoding`: one request with per-position acceptance α and k draft tokens. A round
+  drafts k tokens and verifies them in one target forward; drafts are accepted in order until the
+  first rejection, then the target adds one token of its own (the resampled correction, or a bonus
+  token when all k were accepted). Expected tokens per round = 1 + α + … + α^k = (1 − α^(k+1))/(1 − α).
+  Speedup = that / (k·c + v), with c the cost of a draft token and v the cost of the verify pass,
+  both relative to one plain target decode step. Also the best k, the compendium page's rule of
+  thumb for comparison, and a seeded Monte Carlo check.
+* `speculative-verify-budget`: a batch of requests with their own acceptance and draft limits
+  (DSpark-style per-request budgets): rows verified, the graph tier that actually runs, round time
+  and expected throughput.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from calculators.core import (
+    CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
+    PosInt, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
+)
+from calculators.registry import Calculator, Chart
+
+#: draft lengths searched for the best k
+K_SEARCH = np.arange(1, 33)
+#: largest number of Bernoulli draws one simulation may make (points × rounds × k)
+MAX_DRAWS = 20_000_000
+
+
+def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(1 − α^(k+1)) / (1 − α), with the limit k + 1 at α = 1."""
+    alpha = np.asarray(alpha, dtype=float)
+    k = np.asarray(k, dtype=float)
+    one = alpha >= 1.0
+    safe = np.where(one, 0.5, alpha)
+    val = -np.expm1((k + 1) * np.log(np.where(safe > 0, safe, 1.0))) / (1.0 - safe)
+    val = np.where(safe > 0, val, 1.0)
+    return np.where(one, k + 1.0, val)
+
+
+class Simulate(CalcRequest):
+    """Seeded Monte Carlo of speculative rounds (checks the closed form)."""
+
+    rounds: PosInt = Field(le=5_000_000, description="Rounds to simulate per sweep point.", examples=[100000])
+    seed: NonNegInt = Field(0, le=2**63 - 1, description="Seed for numpy.random.default_rng; the same seed gives the same answer.")
+
+
+class SpeculativeRequest(CalcRequest):
+    """One request decoded speculatively."""
+
+    acceptance_rate: FractionSweep = Field(description="α: probability that a draft token is accepted given that all earlier drafts of the round were. Sweepable.", examples=[0.75])
+    draft_tokens: PosIntSweep = Field(4, description="k: draft tokens proposed per round (≤ 4096). Sweepable.", examples=[4])
+    draft_cost_ratio: NonNegFloat = Field(0.0, le=1e6, description="c: time to produce one draft token relative to one plain target decode step (0 = free, e.g. a lookup).", examples=[0.05])
+    verify_cost_ratio: PosFloat = Field(1.0, le=1e6, description="v: time of one verify forward over k + 1 positions relative to one plain decode step (1 = memory-bound decode, unchanged by a few extra rows).", examples=[1.0])
+    target_step_s: PosFloat | None = Field(None, description="Plain target decode time per token, seconds; turns ratios into seconds.", examples=[0.001])
+    setup_s: NonNegFloat | None = Field(None, description="One-off exposed setup (draft index build, transfer), seconds; needs target_step_s.", examples=[2.0])
+    decode_fraction: Fraction | None = Field(None, description="Share of end-to-end task time spent decoding; gives the Amdahl end-to-end speedup.", examples=[0.5])
+    simulate: Simulate | None = Field(None, description="Also simulate rounds with a seeded generator and report the sample mean and its standard error.")
+
+    @model_validator(mode="after")
+    def _k_bound(self):
+        ks = self.draft_tokens if isinstance(self.draft_tokens, list) else [self.draft_tokens]
+        if max(ks) > 4096:
+            raise ValueError("draft_tokens must be at most 4096")
+        return self
+
+
+def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
+    x = broadcast({"acceptance_rate": req.acceptance_rate, "draft_tokens": req.draft_tokens})
+    a, k = x["acceptance_rate"], x["draft_tokens"]
+    c, v = req.draft_cost_ratio, req.verify_cost_ratio
+    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    a0, k0 = first(a), int(first(k))
+    e = res.step("expected tokens per round", "E = 1 + α + … + α^k = (1 − α^(k+1)) / (1 − α)",
+                 f"(1 − {num(a0)}^{k0 + 1}) / (1 − {num(a0)})" if a0 < 1 else f"α = 1: k + 1 = {k0 + 1}",
+                 expected_tokens(a, k), "tokens")
+    cost = res.step("round cost in plain decode steps", "k·c + v", f"{k0} × {num(c)} + {num(v)}", k * c + v, "steps")
+    speedup = res.step("speedup over plain decoding", "S = E / (k·c + v)", f"{num(first(e))} / {num(first(cost))}", e / cost, "×")
+    no_bonus = e - np.power(a, k)
+
+    # best k for each point: vectorised over k = 1..32
+    grid = expected_tokens(np.asarray(a)[..., None], K_SEARCH) / (K_SEARCH * c + v)
+    best_idx = np.argmax(grid, axis=-1)
+    best_k = K_SEARCH[best_idx]
+    best_speedup = np.take_along_axis(grid, best_idx[..., None], axis=-1)[..., 0]
+    res.step("best draft length (k = 1..32)", "argmax_k E(α, k) / (k·c + v)", f"α = {num(a0)}, c = {num(c)}, v = {num(v)}", best_k, "tokens")
+
+    # the compendium page's rule of thumb, reading "cost ratio" as the round's cost in target steps
+    rule = k * a / cost
+    rule_err = rule / speedup - 1.0
+    res.step("page rule for comparison", "S_rule = k × α / cost_ratio (cost_ratio = k·c + v)",
+             f"{k0} × {num(a0)} / {num(first(cost))}", rule, "×")
+
+    o = {
+        "expected_tokens_per_round": out(e),
+        "expected_accepted_drafts": out(e - 1.0),
+        "round_cost_steps": out(cost),
+        "speedup": out(speedup),
+        "best_k": out(best_k),
+        "best_speedup": out(best_speedup),
+        "max_draft_cost_per_round_steps": out(e - v),
+        "tokens_per_round_without_bonus": out(no_bonus),
+        "page_rule_speedup": out(rule),
+        "page_rule_relative_error": out(rule_err),
+    }
+    if c == 0:
+        below = np.asarray(a) < 1
+        lim = np.where(below, 1.0 / ((1.0 - np.where(below, a, 0.0)) * v), np.inf)
+        o["speedup_limit_infinite_k"] = out(lim)
+    if req.target_step_s is not None:
+        t = req.target_step_s
+        tpt = res.step("time per output token", "t = t_step × (k·c + v) / E", f"{fmt_s(t)} × {num(first(cost))} / {num(first(e))}",
+                       t * cost / e, "s")
+        o["time_per_token_s"] = out(tpt)
+        o["round_time_s"] = out(t * cost)
+        o["tokens_per_s"] = out(e / (t * cost))
+        o["max_draft_time_per_round_s"] = out(t * (e - v))
+        res.step("largest draft time per round that still gains", "t_draft < E × t_step − v × t_step",
+                 f"{num(first(e))} × {fmt_s(t)} − {num(v)} × {fmt_s(t)}", t * (e - v), "s")
+        if req.setup_s is not None:
+            gain = t - tpt
+            with np.errstate(divide="ignore", invalid="ignore"):
+                amort = np.where(gain > 0, req.setup_s / np.where(gain > 0, gain, 1.0), np.inf)
+            res.step("tokens to amortise the setup", "setup / (t_step − t)", f"{fmt_s(req.setup_s)} / ({fmt_s(t)} − {fmt_s(first(tpt))})", amort, "tokens")
+            o["setup_amortization_tokens"] = out(amort)
+    elif req.setup_s is not None:
+        raise CalcInputError("setup_s", "amortising a setup time needs target_step_s")
+    if req.decode_fraction is not None:
+        f = req.decode_fraction
+        e2e = 1.0 / ((1.0 - f) + f / speedup)
+        res.step("end-to-end speedup (Amdahl)", "1 / ((1 − f) + f / S)", f"1 / ((1 − {num(f)}) + {num(f)} / {num(first(speedup))})", e2e, "×")
+        o["end_to_end_speedup"] = out(e2e)
+
+    if req.simulate is not None:
+        sim = req.simulate
+        npts = int(np.size(a))
+        kmax = int(np.max(k))
+        if npts * sim.rounds * kmax > MAX_DRAWS:
+            raise CalcInputError(("simulate", "rounds"), f"{npts} points × {sim.rounds} rounds × {kmax} drafts exceeds "
+                                 f"{MAX_DRAWS:,} random draws; lower rounds or the sweep", status=413)
+        rng = np.random.default_rng(sim.seed)
+        av = np.broadcast_to(a, np.shape(e)).reshape(-1)
+        kv = np.broadcast_to(k, np.shape(e)).reshape(-1).astype(int)
+        s1 = np.zeros(npts)
+        s2 = np.zeros(npts)
+        block = max(1, 1_000_000 // max(npts * kmax, 1))
+        done = 0
+        while done < sim.rounds:
+            n = min(block, sim.rounds - done)
+            # u[p, r, j] < α  ⇔  draft j of round r at point p is accepted (if all before it were)
+            u = rng.random((npts, n, kmax))
+            ok = (u < av[:, None, None]) & (np.arange(kmax)[None, None, :] < kv[:, None, None])
+            tokens = np.cumprod(ok, axis=2).sum(axis=2) + 1.0  # accepted drafts + correction or bonus token
+            s1 += tokens.sum(axis=1)
+            s2 += (tokens * tokens).sum(axis=1)
+            done += n
+        mean = s1 / sim.rounds
+        if sim.rounds > 1:
+            var = np.maximum(s2 - sim.rounds * mean * mean, 0.0) / (sim.rounds - 1)
+            se = np.sqrt(var / sim.rounds)
+        else:
+            se = np.full(npts, np.nan)
+        shape = np.shape(e)
+        mean, se = mean.reshape(shape), se.reshape(shape)
+        res.step("simulated tokens per round", "mean over rounds of (accepted drafts + 1)",
+                 f"{sim.rounds:,} rounds, seed {sim.seed}", mean, "tokens")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(se > 0, (mean - e) / np.where(se > 0, se, 1.0), 0.0)
+        o["simulation"] = {"rounds": sim.rounds, "seed": sim.seed, "mean_tokens_per_round": out(mean),
+                           "standard_error": out(se), "z_score_vs_closed_form": out(z),
+                           "simulated_speedup": out(mean / cost)}
+    res.outputs = o
+    res.assume(
+        "Each draft token is accepted with the same conditional probability α, independently, until the first "
+        "rejection; the verify pass then contributes one more token (the resampled correction, or a bonus token "
+        "when all k drafts were accepted). Rejection sampling keeps the target's output distribution.",
+        "Costs are relative to one plain target decode step: a draft token costs c, the verify pass over k + 1 "
+        "positions costs v (about 1 while decode is memory-bound; larger when the extra rows cost compute).",
+        "End of sequence, output limits, batching effects and KV/draft-state rollback are not counted.",
+        "The page's rule 'speedup ≈ k × acceptance / cost ratio' (cost ratio read as k·c + v) counts k·α accepted "
+        "tokens: it misses the token the target always adds per round and ignores that a draft only counts if every "
+        "earlier draft was accepted, so it grows linearly in k while the true tokens per round saturate at 1/(1 − α). "
+        "It is too low when α is near 1 and too high for long drafts with modest α.",
+    )
+    if req.simulate is not None:
+        res.assume("The simulation draws each draft's acceptance from numpy.random.default_rng(seed) and stops at the "
+                   "first rejection, adding one target token per round (the page's exercise forgets the bonus token "
+                   "after a fully accepted round and accepts by token parity, which makes its α = 0.5).")
+    return res
+
+
+# --------------------------------------------------------------------------- verification budget
+
+class SpecGroup(CalcRequest):
+    """Requests with the same acceptance and draft limit."""
+
+    draft_tokens: NonNegInt = Field(le=4096, description="Draft tokens verified per request per round (the verify limit).", examples=[6])
+    acceptance_rate: Fraction | None = Field(None, description="Conditional per-position acceptance α (same at every position).", examples=[0.9])
+    position_acceptance: list[Fraction] | None = Field(None, min_length=1, max_length=4096, description="Per-position acceptance instead of α; see `position_acceptance_kind`. Its length may exceed draft_tokens (only the first draft_tokens are used).", examples=[[0.5, 0.25]])
+    position_acceptance_kind: Literal["conditional", "cumulative"] = Field("conditional", description="`conditional`: p_j given all earlier accepted; `cumulative`: q_j = share of rounds that accepted at least j drafts (what vLLM's per-position rate logs).")
+    count: PosInt = Field(1, le=10**6, description="Requests in this group.")
+    label: str | None = Field(None, max_length=100)
+
+
+class VerifyBudgetRequest(CalcRequest):
+    """One verification round over a batch of speculative requests."""
+
+    groups: list[SpecGroup] = Field(min_length=1, max_length=1000, description="Request groups in the batch.")
+    graph_row_tiers: list[PosInt] | None = Field(None, max_length=100, description="Row counts of the captured graphs; a round runs the smallest tier ≥ its rows.", examples=[[8, 16, 32]])
+    min_executed_rows: NonNegInt = Field(0, description="Rows the pass must run anyway: another data-parallel rank's rows when ranks share one tier, or the original full graph when results are only masked.", examples=[25])
+    fixed_round_s: NonNegFloat = Field(0.0, description="Time per round that does not shrink with fewer rows (draft, host work), seconds.", examples=[0.002])
+    per_row_s: NonNegFloat = Field(0.0, description="Time per executed verify row, seconds.", examples=[0.0001])
+    row_bytes: NonNegInt | None = Field(None, description="Bytes per verify row of a per-row buffer (e.g. a packed grammar mask row), for its capacity.", examples=[18992])
+
+
+def _group_expected(g: SpecGroup) -> tuple[float | None, float | None]:
+    """Expected tokens per round for one request of the group, and the misread-log value."""
+    k = g.draft_tokens
+    if g.position_acceptance is not None:
+        p = np.asarray(g.position_acceptance[:k], dtype=float)
+        if len(p) < k:
+            raise CalcInputError("groups", f"position_acceptance has {len(p)} entries for {k} draft tokens")
+        if g.position_acceptance_kind == "conditional":
+            q = np.cumprod(p)
+            return 1.0 + float(q.sum()), None
+        if np.any(np.diff(p) > 1e-12):
+            raise CalcInputError("groups", "cumulative acceptance cannot increase with position")
+        return 1.0 + float(p.sum()), 1.0 + float(np.cumprod(p).sum())
+    if g.acceptance_rate is not None:
+        return float(expected_tokens(g.acceptance_rate, k)), None
+    return None, None
+
+
+def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    groups, total_e, known = [], 0.0, True
+    rows = 0
+    for i, g in enumerate(req.groups):
+        try:
+            e, misread = _group_expected(g)
+        except CalcInputError as err:
+            raise CalcInputError(("groups", i), err.message) from None
+        r = g.count * (g.draft_tokens + 1)
+        rows += r
+        if e is None:
+            known = False
+        else:
+            total_e += g.count * e
+        item = {"label": g.label or f"group {i + 1}", "count": g.count, "draft_tokens": g.draft_tokens,
+                "expected_tokens_per_request": e, "rows": r}
+        if misread is not None:
+            item["if_log_misread_as_conditional"] = misread
+        groups.append(item)
+    res.step("verify rows", "Σ count × (k + 1) (each request also verifies its last accepted token)",
+             " + ".join(f"{g.count}×({g.draft_tokens}+1)" for g in req.groups[:8]) + (" + …" if len(req.groups) > 8 else ""), rows, "rows")
+    if known:
+        res.step("expected tokens per round", "Σ count × E_i, E_i = 1 + Σ_j Π_{i≤j} p_i",
+                 " + ".join(num(g["expected_tokens_per_request"]) for g in groups[:8]), total_e, "tokens")
+    need = max(rows, req.min_executed_rows)
+    executed = need
+    tier_note = None
+    if req.graph_row_tiers:
+        fits = sorted(t for t in req.graph_row_tiers if t >= need)
+        if fits:
+            executed = fits[0]
+        else:
+            tier_note = f"{need} rows exceed the largest graph tier {max(req.graph_row_tiers)}; run eagerly at {need} rows"
+            res.assume(tier_note)
+        res.step("rows executed", "smallest graph tier ≥ max(rows, rows run anyway)",
+                 f"tiers {req.graph_row_tiers}, need {need}", executed, "rows")
+    rt = req.fixed_round_s + req.per_row_s * executed
+    o = {"groups": groups, "rows": rows, "executed_rows": executed, "padding_rows": executed - rows,
+         "expected_tokens_per_round": total_e if known else None, "round_s": rt,
+         "tokens_per_s": (total_e / rt if rt > 0 else None) if known else None,
+         "expected_tokens_per_row": (total_e / executed if executed else None) if known else None}
+    if req.fixed_round_s or req.per_row_s:
+        res.step("round time", "t = fixed + per_row × executed rows", f"{fmt_s(req.fixed_round_s)} + {fmt_s(req.per_row_s)} × {executed}", rt, "s")
+        if known and rt > 0:
+            res.step("expected throughput", "Σ E_i / t", f"{num(total_e)} / {fmt_s(rt)}", total_e / rt, "tokens/s")
+    if req.row_bytes is not None:
+        o["row_buffer_bytes"] = rows * req.row_bytes
+        res.step("per-row buffer capacity", "rows × row bytes", f"{rows} × {num(req.row_bytes)} = {fmt_bytes(rows * req.row_bytes)}", rows * req.row_bytes, "B")
+    res.outputs = out(o)
+    res.assume(
+        "Per-request acceptance is conditional on all earlier drafts being accepted; EOS, output limits and "
+        "request-end truncation are not counted.",
+        "Rows executed are what the kernel runs: masking results of a larger graph saves no matrix work, and ranks that "
+        "must share a graph tier all run the largest one.",
+        "Round time = fixed part + per-row part; a teaching cost model, to be replaced by measured costs.",
+    )
+    return res
+
+
+CALCULATORS = [
+    Calculator(
+        name="speculative-decoding",
+        family="speculative",
+        title="Speculative decoding: tokens per round and speedup",
+        summary="Expected tokens per verify round, speedup and time per token for acceptance α, k draft tokens and "
+                "draft cost c; the best k; where the rule 'k × acceptance / cost' goes wrong; optional Monte Carlo check.",
+        description="E = (1 − α^(k+1)) / (1 − α) tokens per round (k + 1 at α = 1); speedup = E / (k·c + v) with c the "
+                    "draft cost per token and v the verify cost, both in plain target decode steps. best_k searches "
+                    "k = 1..32. With target_step_s: time per token, the largest draft time that still gains, and the "
+                    "tokens needed to amortise a setup. `simulate` runs seeded rounds (draft j accepted with "
+                    "probability α while all earlier ones were; one target token per round) and reports the mean with "
+                    "its standard error. Limits: constant α per position; no EOS, batching or rollback costs.",
+        request_model=SpeculativeRequest,
+        compute=compute_speculative,
+        example={"acceptance_rate": [0.25, 0.5, 0.75, 0.9], "draft_tokens": 4, "draft_cost_ratio": 0.05,
+                 "target_step_s": 0.001, "simulate": {"rounds": 20000, "seed": 7}},
+        cases=("speculative-execution", "history-drafts-and-rollout", "inference-training-scenarios"),
+        sweepable=("acceptance_rate", "draft_tokens"),
+        chart=Chart(x="acceptance_rate", y=("speedup", "page_rule_speedup"), x_label="acceptance rate α", y_label="speedup ×"),
+    ),
+    Calculator(
+        name="speculative-verify-budget",
+        family="speculative",
+        title="Speculative verification budget for a batch",
+        summary="Rows verified per round for requests with their own acceptance and draft limits, the graph tier "
+                "actually executed, round time and expected tokens per second.",
+        description="Each request verifies k_i + 1 rows and yields E_i = 1 + Σ_j Π_{i≤j} p_i tokens in expectation. "
+                    "The round runs the smallest captured graph tier that holds max(rows, rows run anyway); time = "
+                    "fixed + per-row × executed rows; throughput = Σ E_i / time. Per-position logs that are already "
+                    "cumulative (vLLM's per-position acceptance) are summed, not multiplied again.",
+        request_model=VerifyBudgetRequest,
+        compute=compute_verify_budget,
+        example={"groups": [{"acceptance_rate": 0.9, "draft_tokens": 6}, {"acceptance_rate": 0.5, "draft_tokens": 2},
+                            {"acceptance_rate": 0.3, "draft_tokens": 1, "count": 2}],
+                 "graph_row_tiers": [8, 16, 32], "fixed_round_s": 0.002, "per_row_s": 0.0001},
+        cases=("speculative-execution", "structured-generation"),
+    ),
+]
