@@ -174,6 +174,24 @@ def resolve_groups(req, lookup: Lookup, res: Result) -> tuple[list[GroupSpec], d
     return groups_from_architecture(req.architecture), None
 
 
+def kv_source(req, lookup: Lookup, res: Result, required: bool = True) -> tuple[list[GroupSpec] | None, Fmt | None, dict | None]:
+    """KV description of the prefix-cache / kv-eviction requests: `model`, `architecture` or `kv_bytes_per_token`."""
+    given = [k for k in ("model", "architecture", "kv_bytes_per_token") if getattr(req, k, None) is not None]
+    if len(given) > 1:
+        raise CalcInputError(given[1], "give only one of `model`, `architecture` or `kv_bytes_per_token`")
+    if not given:
+        if required:
+            raise CalcInputError("model", "give `model` (an id), `architecture` or `kv_bytes_per_token`")
+        return None, None, None
+    if given[0] == "kv_bytes_per_token":
+        groups = [GroupSpec("given bytes per token", 1, (StreamSpec("kv", 1, None, 1, None),), 0, None, None)]
+        return groups, Fmt("given", 8.0 * req.kv_bytes_per_token, layout="bytes per token given directly"), None
+    if given[0] == "model":
+        rec = fetch(lookup, "model", req.model, "model")
+        return groups_from_model(rec, res), resolve_format(req.kv_format, "kv_format"), rec
+    return groups_from_architecture(req.architecture), resolve_format(req.kv_format, "kv_format"), None
+
+
 def entries_at(tokens: np.ndarray, s: StreamSpec) -> np.ndarray:
     """Retained entries of a stream at `tokens` tokens (int64 arrays)."""
     e = tokens // s.ratio
