@@ -8,8 +8,10 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import PlainTextResponse
 
 from api import schemas as S
+from api.llms import llms_txt
 from api.middleware import BodyLimitMiddleware, SecurityHeadersMiddleware
 from api.problems import problem, pydantic_errors
 from api.routes import calculators, cases, facts, search
@@ -79,6 +81,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "built_at": store.meta.get("built_at"),
                 "counts": {k: store.count(k) for k in ("case", "derivation", "hardware", "link", "model",
                                                        "framework", "price", "source", "glossary", "claim")}}
+
+    @app.get("/llms.txt", tags=["meta"], summary="The service described for language models",
+             description="Plain text (llms.txt convention): what the service is, its endpoints and MCP tools.",
+             response_class=PlainTextResponse)
+    def llms(request: Request):
+        store: Store = request.app.state.store
+        return PlainTextResponse(llms_txt({k: store.count(k) for k in store.records}))
 
     _include_optional(app)
     return app

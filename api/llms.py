@@ -1,0 +1,47 @@
+"""`/llms.txt`: a plain-text map of the service for language models (what, endpoints, tools)."""
+from __future__ import annotations
+
+from calculators.registry import REGISTRY
+
+
+def llms_txt(counts: dict[str, int]) -> str:
+    lines = [
+        "# AI Infra Casebook",
+        "",
+        "> Sourced AI-infrastructure facts (accelerators, links, model architectures, frameworks, prices), the "
+        f"worked examples of the {counts.get('case', 71)} case studies of the book 深入理解 AI Infra (bojieli/ai-infra-book), "
+        "and calculators that show their work: every answer carries its inputs with sources, formula steps with the "
+        "numbers substituted, assumptions and links to the cases.",
+        "",
+        "Conventions: SI base units with the unit in the field name (_bytes, _bytes_per_s, _bits_per_s, _s, _flop_per_s, "
+        "_w); decimal GB = 1e9 B and binary GiB = 2^30 B are labelled. Errors are RFC 9457 application/problem+json with "
+        "`errors[].field`. Lists take limit/offset and return total. Unknown ids in a calculator request are 422 naming the field.",
+        "",
+        "## Calculators (POST JSON; add `Accept: text/markdown` for a Markdown explanation)",
+    ]
+    for c in REGISTRY.values():
+        sweep = f" Sweepable: {', '.join(c.sweepable)}." if c.sweepable else ""
+        lines.append(f"- [POST /api/v1/calculators/{c.name}](/api/v1/calculators/{c.name}): {c.summary}{sweep}")
+    lines += [
+        "- [POST /api/v1/calculators:batch](/docs#/calculators/run_batch): up to 1,000 calculator requests, answered in order.",
+        "- [GET /api/v1/calculators](/api/v1/calculators): every calculator with its request JSON schema and an example.",
+        "",
+        "## Facts and cases (GET JSON)",
+        f"- [/api/v1/cases](/api/v1/cases): the {counts.get('case', 71)} case studies (?chapter=8); /api/v1/cases/{{slug}} with its worked examples.",
+        f"- [/api/v1/derivations](/api/v1/derivations): {counts.get('derivation', 0)} worked examples, each with its calculator request where bound.",
+        f"- [/api/v1/models](/api/v1/models): {counts.get('model', 0)} model architectures (?family=qwen); /api/v1/models/{{id}}, e.g. qwen3-8b.",
+        f"- [/api/v1/hardware](/api/v1/hardware): {counts.get('hardware', 0)} accelerators and systems (?vendor=NVIDIA); e.g. h100-sxm.",
+        f"- [/api/v1/links](/api/v1/links): {counts.get('link', 0)} interconnects with one-way bandwidth and direction convention.",
+        f"- [/api/v1/frameworks](/api/v1/frameworks): {counts.get('framework', 0)} frameworks with dated feature rows.",
+        f"- [/api/v1/prices](/api/v1/prices), [/api/v1/sources](/api/v1/sources), [/api/v1/glossary](/api/v1/glossary), [/api/v1/claims](/api/v1/claims).",
+        "- [/api/v1/search?q=](/api/v1/search?q=kv%20cache): ranked search, English or Chinese (q=推测解码).",
+        "- [/api/v1/coverage](/api/v1/coverage): which worked examples a calculator recomputes.",
+        "",
+        "## MCP",
+        "- Streamable HTTP at /mcp. Tools: one per calculator (name with underscores, e.g. kv_cache, parallel_split), "
+        "plus search, get_case, get_model, get_hardware, list_calculators. Read-only.",
+        "",
+        "## Documentation",
+        "- [/openapi.json](/openapi.json) (OpenAPI 3.1, operationIds are function names), [/docs](/docs), the HTML site at [/](/).",
+    ]
+    return "\n".join(lines) + "\n"
