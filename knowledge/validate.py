@@ -155,8 +155,8 @@ class Validator:
                 for f in ("input_precision", "unit", "sparsity"):
                     if not peak.get(f):
                         self.add(hw, f"peaks.{i}.{f}", "required field is missing")
-                if peak.get("sparsity") not in (None, "dense", "structured"):
-                    self.add(hw, f"peaks.{i}.sparsity", "must be dense or structured")
+                if peak.get("sparsity") not in (None, "dense", "structured", "unspecified"):
+                    self.add(hw, f"peaks.{i}.sparsity", "must be dense, structured or unspecified (the source does not say)")
         for m in self.cat.records.get("model", []):
             if isinstance(m, dict):
                 self.layer_groups(m)
