@@ -6,9 +6,10 @@ the same outputs, steps and case links. Nothing here writes anything.
 from __future__ import annotations
 
 import inspect
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field
 
@@ -24,9 +25,6 @@ INSTRUCTIONS = (
 )
 
 
-class ToolError(Exception):
-    pass
-
 
 def _plain(value: Any) -> Any:
     """Tool arguments as plain JSON values (nested models to dicts, unset fields dropped)."""
@@ -41,13 +39,12 @@ def _plain(value: Any) -> Any:
 
 def _calculator_tool(server: MCPServer, app, calc: Calculator) -> None:
     model = calc.request_model
-    params = []
-    for name, field in model.model_fields.items():
-        annotation = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
-        default = inspect.Parameter.empty if field.is_required() else _Unset
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[annotation]
-                                        if default is _Unset else annotation,
-                                        default=None if default is _Unset else default))
+    # The SDK builds its own argument model from the signature; arguments are validated by the
+    # calculator's request model inside `calculate`, so each parameter is typed loosely here and
+    # the advertised input schema is replaced by the request model's own (below).
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Any,
+                                default=inspect.Parameter.empty if field.is_required() else None)
+              for name, field in model.model_fields.items()]
 
     def run(**kwargs: Any) -> dict:
         body = {k: _plain(v) for k, v in kwargs.items() if v is not None}
@@ -63,13 +60,6 @@ def _calculator_tool(server: MCPServer, app, calc: Calculator) -> None:
     tool = server._tool_manager.get_tool(calc.operation_id)
     if tool is not None:  # advertise exactly the REST request model's schema
         tool.parameters = model.model_json_schema()
-
-
-class _UnsetType:
-    pass
-
-
-_Unset = _UnsetType()
 
 
 def build_server(app) -> MCPServer:

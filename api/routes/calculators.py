@@ -39,7 +39,8 @@ def list_calculators(store: Store = Depends(get_store)):
     return [_info(c, store) for c in REGISTRY.values()]
 
 
-@router.get("/calculators/{name}", response_model=S.CalculatorInfo, summary="Describe one calculator")
+@router.get("/calculators/{name}", response_model=S.CalculatorInfo, summary="Describe one calculator",
+            description="One calculator: its summary, method, request JSON schema, an example request and the cases that explain it.")
 def get_calculator(name: str = Path(max_length=100), store: Store = Depends(get_store)):
     calc = REGISTRY.get(name)
     if calc is None:

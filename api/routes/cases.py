@@ -56,7 +56,8 @@ def list_derivations(request: Request, store: Store = Depends(get_store),
                                                   "bound": bound}, limit, offset))
 
 
-@router.get("/derivations/{case_slug}/{name}", response_model=S.Derivation, summary="Get one worked example")
+@router.get("/derivations/{case_slug}/{name}", response_model=S.Derivation, summary="Get one worked example",
+            description="One worked example: formula, inputs and the book's printed values, and where bound the calculator, its request and the expected outputs.")
 def get_derivation(case_slug: Slug, name: Annotated[str, Path(min_length=1, max_length=200)],
                    store: Store = Depends(get_store)):
     d = store.get("derivation", f"{case_slug}/{name}")
@@ -78,7 +79,8 @@ def list_glossary(request: Request, store: Store = Depends(get_store),
     return page(request, store.list("glossary", {"kind": kind}, limit, offset))
 
 
-@router.get("/glossary/{entry_id}", response_model=S.Glossary, summary="Get one glossary entry")
+@router.get("/glossary/{entry_id}", response_model=S.Glossary, summary="Get one glossary entry",
+            description="One term or method with its definition and the paper or documentation that introduced it.")
 def get_glossary(entry_id: Slug, store: Store = Depends(get_store)):
     g = store.get("glossary", entry_id)
     if g is None:
@@ -93,7 +95,8 @@ def list_claims(request: Request, store: Store = Depends(get_store),
     return page(request, store.list("claim", {"verdict": verdict}, limit, offset))
 
 
-@router.get("/claims/{claim_id}", response_model=S.Claim, summary="Get one audited claim")
+@router.get("/claims/{claim_id}", response_model=S.Claim, summary="Get one audited claim",
+            description="One claim of the compendium page: its number, our recomputation (a stored calculator request), the assumptions that matter and the verdict.")
 def get_claim(claim_id: Slug, store: Store = Depends(get_store)):
     c = store.get("claim", claim_id)
     if c is None:

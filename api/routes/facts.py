@@ -70,7 +70,8 @@ def list_links(request: Request, store: Store = Depends(get_store),
     return page(request, store.list("link", {"kind": kind}, limit, offset))
 
 
-@router.get("/links/{link_id}", response_model=S.Link, summary="Get one interconnect")
+@router.get("/links/{link_id}", response_model=S.Link, summary="Get one interconnect",
+            description="One link with its one-way bandwidth (SI bytes/s), the direction convention of the published number, and sources. Unknown ids answer 404.")
 def get_link(link_id: Id, store: Store = Depends(get_store)):
     return _get(store, "link", link_id, "/api/v1/links")
 
@@ -90,7 +91,8 @@ def list_models(request: Request, store: Store = Depends(get_store),
     return page(request, res)
 
 
-@router.get("/models/{model_id}", response_model=S.Model, summary="Get one model architecture")
+@router.get("/models/{model_id}", response_model=S.Model, summary="Get one model architecture",
+            description="One model: every shape number with its source (published config or report) and locator, MoE and MLA details, and the attention layer groups the kv-cache calculator uses. Unknown ids answer 404.")
 def get_model(model_id: Id, store: Store = Depends(get_store)):
     return _get(store, "model", model_id, "/api/v1/models")
 
@@ -103,7 +105,8 @@ def list_frameworks(request: Request, store: Store = Depends(get_store),
     return page(request, store.list("framework", {"kind": kind}, limit, offset))
 
 
-@router.get("/frameworks/{framework_id}", response_model=S.Framework, summary="Get one framework")
+@router.get("/frameworks/{framework_id}", response_model=S.Framework, summary="Get one framework",
+            description="One framework with its dated feature rows, each with a source and locator. Unknown ids answer 404.")
 def get_framework(framework_id: Id, store: Store = Depends(get_store)):
     return _get(store, "framework", framework_id, "/api/v1/frameworks")
 
@@ -116,7 +119,8 @@ def list_prices(request: Request, store: Store = Depends(get_store),
     return page(request, store.list("price", {"provider": provider}, limit, offset))
 
 
-@router.get("/prices/{price_id}", response_model=S.Price, summary="Get one price point")
+@router.get("/prices/{price_id}", response_model=S.Price, summary="Get one price point",
+            description="One dated price point in USD per million tokens, with its source. Unknown ids answer 404.")
 def get_price(price_id: Id, store: Store = Depends(get_store)):
     return _get(store, "price", price_id, "/api/v1/prices")
 
@@ -130,7 +134,8 @@ def list_sources(request: Request, store: Store = Depends(get_store),
     return page(request, store.list("source", {"kind": kind, "publisher": publisher}, limit, offset))
 
 
-@router.get("/sources/{source_id}", response_model=S.Source, summary="Get one source and the facts citing it")
+@router.get("/sources/{source_id}", response_model=S.Source, summary="Get one source and the facts citing it",
+            description="A source document (URL, title, publisher, date) and every stored fact that cites it, with field and locator.")
 def get_source(source_id: Id, store: Store = Depends(get_store)):
     src = dict(_get(store, "source", source_id, "/api/v1/sources"))
     src["facts"] = store.facts_from_source(source_id)

@@ -25,8 +25,8 @@ def run(url, fn):
 
 def payload(result):
     """The tool's structured result (or its JSON text content)."""
-    if getattr(result, "structuredContent", None):
-        return result.structuredContent
+    if getattr(result, "structured_content", None):
+        return result.structured_content
     return json.loads(result.content[0].text)
 
 
@@ -36,7 +36,7 @@ def test_tools_cover_every_calculator_and_lookups(live_server):
     assert {c.operation_id for c in REGISTRY.values()} <= names
     assert {"search", "get_case", "get_model", "get_hardware", "list_calculators"} <= names
     kv = next(t for t in tools.tools if t.name == "kv_cache")
-    assert kv.inputSchema == REGISTRY["kv-cache"].request_model.model_json_schema()
+    assert kv.input_schema == REGISTRY["kv-cache"].request_model.model_json_schema()
 
 
 def test_calculator_tool_matches_rest(live_server):
@@ -44,7 +44,7 @@ def test_calculator_tool_matches_rest(live_server):
 
     body = {"model": "qwen3-8b", "tokens": 8192}
     result = run(live_server, lambda s: s.call_tool("kv_cache", body))
-    assert not result.isError
+    assert not result.is_error
     env = payload(result)
     rest = httpx.post(live_server + "/api/v1/calculators/kv-cache", json=body).json()
     assert env["outputs"] == rest["outputs"]
@@ -70,5 +70,5 @@ def test_bad_tool_input_is_an_error_result_not_a_crash(live_server):
         return (await s.call_tool("kv_cache", {"model": "no-such-model", "tokens": 8}),
                 await s.call_tool("get_model", {"model_id": "nope"}))
     bad_calc, bad_model = run(live_server, calls)
-    assert bad_calc.isError and "model" in bad_calc.content[0].text
-    assert bad_model.isError
+    assert bad_calc.is_error and "model" in bad_calc.content[0].text
+    assert bad_model.is_error
