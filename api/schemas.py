@@ -42,7 +42,7 @@ class Peak(Open):
     input_precision: str
     accumulator: Optional[str] = None
     unit: str = Field(description="tensor, vector, cube …: the execution unit the peak is for.")
-    sparsity: str = Field(description="dense, or structured (2:4) sparsity.")
+    sparsity: str = Field(description="dense, structured (2:4) sparsity, or unspecified when the source does not say.")
     flop_per_s: Fact
 
 

@@ -81,7 +81,7 @@ def test_hardware_with_sources_and_peaks(client):
     h = client.get("/api/v1/hardware/h100-sxm").json()
     assert h["memory_bytes"]["value"] == pytest.approx(80e9, rel=0.1)
     assert h["memory_bytes"]["source_url"].startswith("http")
-    assert h["peaks"] and {p["sparsity"] for p in h["peaks"]} <= {"dense", "structured"}
+    assert h["peaks"] and {p["sparsity"] for p in h["peaks"]} <= {"dense", "structured", "unspecified"}
     assert all(p["flop_per_s"]["source"] and p["flop_per_s"]["locator"] for p in h["peaks"])
 
 
