@@ -25,8 +25,6 @@ from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
-from calculators.registry import Calculator, Chart
-
 Operation = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "point_to_point"]
 Algorithm = Literal["ring", "tree", "direct"]
 Label = Field(None, max_length=200, description="Name shown in the outputs.")
@@ -198,6 +196,7 @@ def _dominant(lat, bwp):
     return np.where(lat >= bwp, "latency", "bandwidth")
 
 
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     alpha, bw = resolve_link(lookup, res, req.link, req.alpha_s, req.bandwidth_bytes_per_s)
@@ -265,6 +264,8 @@ def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
         "bus_bandwidth_bytes_per_s": out(busbw),
         "dominant": (out(_dominant(lat, bwp)) if np.ndim(t) else str(_dominant(lat, bwp))) if bw is not None else None,
         "count": req.count,
+        "main_time_s": out(t * req.count),
+        "main_sent_bytes_per_rank": out(c["sent"] * req.count),
         "then": thens,
         "total_time_s": out(total_t),
         "total_sent_bytes_per_rank": out(total_sent),
@@ -354,9 +355,9 @@ class TransferPathRequest(CalcRequest):
 def _rate(lookup: Lookup, res: Result, r: Rate, loc) -> tuple[float, float | None]:
     """(bytes/s or inf, latency from the link or None)."""
     if r.bytes_per_s is not None:
-        return r.bytes_per_s, None
-    if r.bits_per_s is not None:
-        return r.bits_per_s / 8.0, None
+        return np.float64(r.bytes_per_s), None
+    if r.bits_per_s is not None:  # may underflow to 0 for denormal input: numpy turns x / 0 into inf, not an exception
+        return np.float64(r.bits_per_s) / 8.0, None
     if r.link is not None:
         rec = fetch(lookup, "link", r.link, ".".join(map(str, loc + ("link",))))
         v = fact_value(rec, "one_way_bytes_per_s", loc=".".join(map(str, loc + ("link",))))
@@ -364,14 +365,15 @@ def _rate(lookup: Lookup, res: Result, r: Rate, loc) -> tuple[float, float | Non
         lat = fact_value(rec, "latency_s", required=False)
         if lat is not None:
             res.cite(fact_source(rec, "latency_s"))
-        return v, lat
-    return np.inf, None
+        return np.float64(v), lat
+    return np.float64(np.inf), None
 
 
 def _label(obj, default: str) -> str:
     return obj.label or default
 
 
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     x = broadcast({"payload_bytes": req.payload_bytes, **({"rate_per_s": req.rate_per_s} if req.rate_per_s is not None else {})})
@@ -413,6 +415,8 @@ def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
         for j, hops in enumerate(hops_all):
             if np.isinf(uncapped):  # a path without any rate limit carries everything
                 share = P / inf_stripes if np.isinf(path_bw[j]) else P * 0.0
+            elif uncapped == 0:  # every path has a zero rate: nothing moves (infinite time when bytes > 0)
+                share = P / stripes
             else:
                 share = P * (path_bw[j] / uncapped) * (1.0 + imb)
             rates = [h[0] * scale if np.isfinite(h[0]) else cap_min / inf_stripes for h in hops]
@@ -507,6 +511,7 @@ class InflightRequest(CalcRequest):
     transfer_bytes: NonNegFloatSweep | None = Field(None, description="Bytes to move at the resulting bound (gives a time). Sweepable.")
 
 
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     named = {"request_bytes": req.request_bytes, "completion_s": req.completion_s}
@@ -540,7 +545,8 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
         o["serial_bound_bytes_per_s"] = out(sb)
     if bounds:
         names = list(bounds)
-        stacked = np.stack([np.broadcast_to(bounds[k], np.shape(m + T)) for k in names]) if np.ndim(m + T) else np.array([bounds[k] for k in names])
+        shape = np.broadcast_shapes(*(np.shape(v) for v in x.values()))
+        stacked = np.stack([np.broadcast_to(bounds[k], shape) for k in names])
         bound = np.min(stacked, axis=0)
         lim = np.asarray(names)[np.argmin(stacked, axis=0)]
         res.step("achievable bandwidth", "B = min(" + ", ".join(names) + ")",
@@ -564,6 +570,10 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
     )
     return res
 
+
+# Imported last: parallel_split and tp_overhead import helpers from this module, and the registry imports
+# them while loading; by now every helper above exists, so any import order works.
+from calculators.registry import Calculator, Chart  # noqa: E402
 
 CALCULATORS = [
     Calculator(

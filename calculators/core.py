@@ -149,11 +149,21 @@ def first(x: Any) -> Any:
 
 
 def out(x: Any) -> Any:
-    """A NumPy result as JSON-able Python: scalars stay scalars, arrays become lists."""
+    """A NumPy result as JSON-able Python: scalars stay scalars, arrays become lists.
+
+    Non-finite numbers become None (JSON has no NaN/Infinity). Finite float arrays take a fast
+    path (`tolist` once), so a 100,000-point sweep costs milliseconds, not a loop per element."""
     if isinstance(x, np.ndarray):
         if x.ndim == 0:
             return _py(x.item())
-        return [_py(v) for v in x.tolist()]
+        if x.dtype.kind == "f":
+            finite = np.isfinite(x)
+            if finite.all():
+                return x.tolist()
+            return np.where(finite, x, None).tolist()
+        if x.dtype.kind in "iub":
+            return x.tolist()
+        return [out(v) for v in x.tolist()]
     if isinstance(x, (np.generic,)):
         return _py(x.item())
     if isinstance(x, dict):
@@ -164,9 +174,10 @@ def out(x: Any) -> Any:
 
 
 def _py(v: Any) -> Any:
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return None
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, list):
+        return [out(i) for i in v]
     return v
 
 

@@ -20,11 +20,30 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegIntSweep, PosIntSweep, Result,
-    broadcast, fact_source, fact_value, fetch, first, fmt_bytes, num, out,
+    CalcInputError,
+    CalcRequest,
+    Fraction,
+    Lookup,
+    NonNegFloat,
+    NonNegFloatSweep,
+    NonNegIntSweep,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    fetch,
+    first,
+    fmt_bytes,
+    num,
+    out,
 )
-from calculators.quantization import FORMATS, Fmt, FormatField, format_label, model_weight_format, resolve_format
-from calculators.registry import Calculator, Chart
+from calculators.quantization import (
+    Fmt,
+    FormatField,
+    format_label,
+    model_weight_format,
+    resolve_format,
+)
 
 SPLIT_ATTENTION = ("mha", "gqa", "gqa-swa", "hybrid-swa", "swa")  # model attention kinds whose KV splits by kv_heads
 
@@ -370,6 +389,10 @@ def compute(req: KVCacheRequest, lookup: Lookup) -> Result:
         per_req_group = sz.device_bytes_per_request * tp
 
     budget = None
+    if req.hardware is None:
+        for k in ("weight_bytes", "weight_format"):
+            if getattr(req, k) is not None:
+                raise CalcInputError(k, "only used with `hardware` (subtract weights from `memory_budget_bytes` yourself)")
     if req.hardware is not None:
         budget = _hardware_budget(req, lookup, res, rec, tp)
     elif "memory_budget_bytes" in x:
@@ -445,6 +468,9 @@ def _assumptions(res: Result, fmt: Fmt, groups: list[GroupSpec], req) -> None:
                    "replicated when there are fewer KV heads than ranks); latent (MLA) and shared streams are replicated "
                    "on every rank; recurrent state splits by its heads where known, else it is replicated.")
 
+
+# Imported last: other families import this module's helpers, and the registry imports every family.
+from calculators.registry import Calculator, Chart
 
 CALCULATORS = [
     Calculator(

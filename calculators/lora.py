@@ -7,6 +7,8 @@ padded to whole blocks), and to load time, which a scheduler can overlap with pr
 """
 from __future__ import annotations
 
+import functools
+
 from typing import Annotated
 
 import numpy as np
@@ -17,6 +19,18 @@ from calculators.core import (
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.registry import Calculator, Chart
+
+
+def quiet(fn):
+    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
+    every output through `out`, so that non-finite values anywhere are reported as null."""
+    @functools.wraps(fn)
+    def wrapper(req, lookup):
+        with np.errstate(all="ignore"):
+            res = fn(req, lookup)
+        res.outputs = out(res.outputs)
+        return res
+    return wrapper
 
 #: module name -> (d_in, d_out) as functions of the model's facts
 MODEL_MODULES = {
@@ -163,6 +177,7 @@ def _simulate(n: int, load_s: float, table: dict[int, float]) -> dict:
     return {"load_end_s": load_end, "load_all": load_all, "ready_first": ready_first}
 
 
+@quiet
 def compute(req: LoraRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     layers, mods = _modules(req, lookup, res)
@@ -194,7 +209,8 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
     bytes_all = bytes_one * x["adapters"]
     res.step("all adapters", "bytes_per_adapter × adapters", f"{num(first(bytes_one))} B × {num(first(x['adapters']))} = "
              f"{fmt_bytes(first(bytes_all))}", bytes_all, "B")
-    outputs: dict = {"modules": [{"name": n, "d_in": a, "d_out": b} for n, a, b in chosen], "layers": layers,
+    outputs: dict = {"modules": [{"name": n, "d_in": a, "d_out": b, "params_per_layer": out(r * (a + b))}
+                                 for n, a, b in chosen], "layers": layers,
                      "params_per_adapter": out(params), "bytes_per_adapter": out(bytes_one),
                      "bytes_all_adapters": out(bytes_all)}
 

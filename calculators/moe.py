@@ -15,6 +15,7 @@ Two calculators of the `moe` family:
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 from pydantic import Field
@@ -25,6 +26,13 @@ from calculators.core import (
     out,
 )
 from calculators.registry import Calculator, Chart
+
+
+def _out(x):
+    """`out`, with a fast path for finite numeric arrays (large sweeps)."""
+    if isinstance(x, np.ndarray) and x.ndim == 1 and x.dtype.kind in "fiu" and np.isfinite(x).all():
+        return x.tolist()
+    return out(x)
 
 
 # --------------------------------------------------------------------------- shared expert spec
@@ -103,6 +111,9 @@ class Offload(CalcRequest):
     gpu_flop_per_s: PosFloat = Field(description="Effective GPU matrix throughput, FLOP/s.", examples=[1e14])
 
 
+IdBytes = Annotated[int, Field(ge=1, le=8)]
+
+
 class MoeRequest(ExpertSpec):
     """One MoE layer step over `tokens` tokens (sweepable)."""
 
@@ -112,7 +123,7 @@ class MoeRequest(ExpertSpec):
     tile_rows: PosInt | None = Field(None, le=10**6, description="Grouped-GEMM tile height: each expert's rows are padded to a multiple of it.", examples=[32])
     capacity_factor: PosFloat | None = Field(None, le=1000, description="Expert capacity = ceil(factor × rows / experts); rows above it are dropped.", examples=[1.25])
     ep_nodes: PosInt | None = Field(None, le=10**5, description="Nodes (or ranks) the routed experts are spread over evenly; a token's activation is sent once per node it needs (de-duplicated dispatch).", examples=[8])
-    expert_id_bytes: PosInt | None = Field(None, le=8, description="Bytes per stored expert id in a routing-replay record (2 = uint16, 4 = int32).", examples=[2])
+    expert_id_bytes: IdBytes | list[IdBytes] | None = Field(None, description="Bytes per stored expert id in a routing-replay record (2 = uint16, 4 = int32); a list compares encodings.", examples=[2])
     offload: Offload | None = Field(None, description="Compare running host-resident experts on the CPU with copying them to the GPU.")
 
 
@@ -154,21 +165,21 @@ def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
     res.step("expected weight bytes read per layer", "(E_act + shared) × B_e (each touched expert read once)",
              f"({num(first(distinct))} + {S}) × {fmt_bytes(eb)}", read_layer, "B")
     o.update({
-        "expected_distinct_experts": out(distinct),
-        "expected_rows_per_active_expert": out(T * k / distinct),
-        "expected_bytes_per_layer": out(read_layer),
-        "expected_bytes_per_step": out(read_layer * L) if L else None,
+        "expected_distinct_experts": _out(distinct),
+        "expected_rows_per_active_expert": _out(T * k / distinct),
+        "expected_bytes_per_layer": _out(read_layer),
+        "expected_bytes_per_step": _out(read_layer * L) if L else None,
         "min_bytes_per_layer": (k + S) * eb,
-        "max_bytes_per_layer": out((np.minimum(T * k, E) + S) * eb),
-        "bytes_per_token_if_no_reuse_per_layer": out(T * k * eb),
+        "max_bytes_per_layer": _out((np.minimum(T * k, E) + S) * eb),
+        "bytes_per_token_if_no_reuse_per_layer": _out(T * k * eb),
     })
 
     # all-to-all dispatch (one direction; combine sends the same rows back)
     rows = T * k
     row_bytes = h * req.activation_bytes
-    disp = {"rows_per_layer": out(rows), "bytes_per_layer": out(rows * row_bytes),
-            "roundtrip_bytes_per_layer": out(2 * rows * row_bytes),
-            "roundtrip_bytes_all_layers": out(2 * rows * row_bytes * L) if L else None}
+    disp = {"rows_per_layer": _out(rows), "bytes_per_layer": _out(rows * row_bytes),
+            "roundtrip_bytes_per_layer": _out(2 * rows * row_bytes),
+            "roundtrip_bytes_all_layers": _out(2 * rows * row_bytes * L) if L else None}
     res.step("dispatch bytes per layer (no de-duplication)", "T × k × h × bytes",
              f"{num(first(T))} × {k} × {num(h)} × {num(req.activation_bytes)}", rows * row_bytes, "B")
     if req.ep_nodes:
@@ -184,21 +195,24 @@ def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
                  f"{G} × (1 − C({E - per_node}, {k}) / C({E}, {k}))", nodes_per_token, "nodes")
         res.step("dispatch bytes per layer (one copy per node)", "T × nodes/token × h × bytes",
                  f"{num(first(T))} × {num(nodes_per_token)} × {num(h)} × {num(req.activation_bytes)}", drows * row_bytes, "B")
-        disp.update({"ep_nodes": G, "nodes_per_token": nodes_per_token, "dedup_rows_per_layer": out(drows),
-                     "dedup_bytes_per_layer": out(drows * row_bytes),
-                     "dedup_roundtrip_bytes_per_layer": out(2 * drows * row_bytes),
-                     "dedup_roundtrip_bytes_all_layers": out(2 * drows * row_bytes * L) if L else None,
+        disp.update({"ep_nodes": G, "nodes_per_token": nodes_per_token, "dedup_rows_per_layer": _out(drows),
+                     "dedup_bytes_per_layer": _out(drows * row_bytes),
+                     "dedup_roundtrip_bytes_per_layer": _out(2 * drows * row_bytes),
+                     "dedup_roundtrip_bytes_all_layers": _out(2 * drows * row_bytes * L) if L else None,
                      "directed_messages_per_step": 2 * G * L if L else 2 * G,
-                     "dedup_saving": out(1.0 - nodes_per_token / k)})
+                     "dedup_saving": _out(1.0 - nodes_per_token / k)})
     o["dispatch"] = disp
 
     if req.expert_id_bytes:
         if not L:
             raise CalcInputError("moe_layers", "the routing record needs the number of MoE layers")
-        rec_bytes = T * L * k * req.expert_id_bytes
+        if isinstance(req.expert_id_bytes, list) and len(req.expert_id_bytes) > 16:
+            raise CalcInputError("expert_id_bytes", "at most 16 encodings")
+        ids = broadcast({"tokens": req.tokens, "expert_id_bytes": req.expert_id_bytes})["expert_id_bytes"]
+        rec_bytes = T * L * k * ids
         res.step("routing-replay record", "T × layers × k × id bytes",
-                 f"{num(first(T))} × {L} × {k} × {req.expert_id_bytes}", rec_bytes, "B")
-        o["routing_record_bytes"] = out(rec_bytes)
+                 f"{num(first(T))} × {L} × {k} × {num(first(ids))}", rec_bytes, "B")
+        o["routing_record_bytes"] = _out(rec_bytes)
 
     if req.tokens_per_expert is not None:
         tpe = np.asarray(req.tokens_per_expert, dtype=float)
@@ -224,7 +238,7 @@ def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
                         "dropped_fraction": dropped / actual if actual else 0.0})
         o["observed"] = pad
     if req.capacity_factor:
-        o["capacity_rows_uniform"] = out(np.ceil(req.capacity_factor * T * k / E))
+        o["capacity_rows_uniform"] = _out(np.ceil(req.capacity_factor * T * k / E))
 
     if req.offload is not None:
         off = req.offload
@@ -244,13 +258,13 @@ def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
                  f"max({fmt_s(first(cpu_mem))}, {fmt_s(first(cpu_cmp))})", cpu, "s")
         res.step("copy-to-GPU path (serial)", "E_cold,act × B_e / B_h2d + T·k·E_cold/E × 2P_e / F_gpu",
                  f"{fmt_s(first(cold_distinct * eb / off.h2d_bytes_per_s))} + {fmt_s(first(fl / off.gpu_flop_per_s))}", gpu, "s")
-        o["offload"] = {"cold_experts": cold, "expected_cold_experts": out(cold_distinct),
-                        "expected_cold_tasks": out(tasks), "cpu_memory_s": out(cpu_mem), "cpu_compute_s": out(cpu_cmp),
-                        "cpu_path_s": out(cpu), "gpu_path_s": out(gpu),
-                        "faster": out(np.where(cpu <= gpu, "cpu", "gpu")) if np.ndim(cpu) else ("cpu" if cpu <= gpu else "gpu"),
-                        "activation_roundtrip_bytes_per_layer": out(2 * T * row_bytes)}
+        o["offload"] = {"cold_experts": cold, "expected_cold_experts": _out(cold_distinct),
+                        "expected_cold_tasks": _out(tasks), "cpu_memory_s": _out(cpu_mem), "cpu_compute_s": _out(cpu_cmp),
+                        "cpu_path_s": _out(cpu), "gpu_path_s": _out(gpu),
+                        "faster": _out(np.where(cpu <= gpu, "cpu", "gpu")) if np.ndim(cpu) else ("cpu" if cpu <= gpu else "gpu"),
+                        "activation_roundtrip_bytes_per_layer": _out(2 * T * row_bytes)}
 
-    res.outputs = out(o)
+    res.outputs = o
     res.assume(
         "Routing is uniform and independent: each token picks k distinct experts uniformly at random (a teaching "
         "model; real routers are skewed, which touches fewer experts and loads some far more).",
@@ -351,7 +365,7 @@ def compute_placement(req: PlacementRequest, lookup: Lookup) -> Result:
                  per * eb * (L or 1), "B")
     if req.extra_replicas is not None:
         reps = np.asarray(req.extra_replicas, dtype=float)
-        o["extra_replica_bytes"] = out(reps * eb)
+        o["extra_replica_bytes"] = _out(reps * eb)
         res.step("extra replica bytes per rank", "replicas × B_e", f"{req.extra_replicas[0]} × {fmt_bytes(eb)}", reps * eb, "B")
     if req.replica_balance is not None:
         rb = req.replica_balance
@@ -405,7 +419,7 @@ def compute_placement(req: PlacementRequest, lookup: Lookup) -> Result:
                        "transfer_lower_bound_s": t}
         if rz.to_ranks < rz.from_ranks:
             res.assume("Scale-in: the remaining ranks must take the departing ranks' experts; check their memory for weights, KV and workspace.")
-    res.outputs = out(o)
+    res.outputs = _out(o)
     res.assume(
         "Routed experts only: attention, embeddings, output head and shared experts are placed separately.",
         "Experts spread evenly over ranks with no redundant copies unless `extra_replicas` says otherwise.",

@@ -19,10 +19,24 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegIntSweep, PosFloatSweep, PosInt, Result,
-    broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num, out,
+    CalcInputError,
+    CalcRequest,
+    Fraction,
+    Lookup,
+    NonNegFloat,
+    NonNegIntSweep,
+    PosFloatSweep,
+    PosInt,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    fetch,
+    first,
+    fmt_bytes,
+    num,
+    out,
 )
-from calculators.registry import Calculator, Chart
 
 
 @dataclass(frozen=True)
@@ -364,6 +378,9 @@ def _common_assumptions(res: Result) -> None:
         "Bytes are exact; decimal (MB, GB) and binary (MiB, GiB) readings are labelled.",
     )
 
+
+# Imported last: other families import this module's helpers, and the registry imports every family.
+from calculators.registry import Calculator, Chart
 
 CALCULATORS = [
     Calculator(

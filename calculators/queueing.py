@@ -11,6 +11,8 @@ Four calculators share this module:
 """
 from __future__ import annotations
 
+import functools
+
 import math
 from typing import Annotated, Literal
 
@@ -23,8 +25,33 @@ from calculators.core import (
 )
 from calculators.registry import Calculator, Chart
 
+
+def quiet(fn):
+    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
+    every output through `out`, so that non-finite values anywhere are reported as null."""
+    @functools.wraps(fn)
+    def wrapper(req, lookup):
+        with np.errstate(all="ignore"):
+            res = fn(req, lookup)
+        res.outputs = out(res.outputs)
+        return res
+    return wrapper
+
 #: largest server count the search for `servers_needed` tries
 MAX_SERVERS_SEARCH = 10_000
+
+
+def _aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Broadcast every swept input to one shape, so that every output of a sweep is a list of its length."""
+    keys = list(x)
+    return dict(zip(keys, np.broadcast_arrays(*[x[k] for k in keys]))) if keys else x
+
+
+def _ints(a) -> object:
+    """Whole numbers as JSON integers (null where not finite)."""
+    a = np.asarray(a, dtype=float)
+    conv = [int(v) if math.isfinite(v) else None for v in a.ravel().tolist()]
+    return conv if a.ndim else conv[0]
 
 
 # =========================================================================== queueing
@@ -66,8 +93,10 @@ def _wait(a: np.ndarray, service: np.ndarray, c: int, factor: float) -> np.ndarr
     return np.where(stable, w, np.inf)
 
 
+@quiet
 def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
-    x = broadcast({"arrival_rate_per_s": req.arrival_rate_per_s, "service_s": req.service_s, "extra_s": req.extra_s})
+    x = _aligned(broadcast({"arrival_rate_per_s": req.arrival_rate_per_s, "service_s": req.service_s,
+                            "extra_s": req.extra_s}))
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     if req.service == "general" and req.service_cv is None:
         raise CalcInputError("service_cv", "service = general needs the service-time coefficient of variation")
@@ -114,7 +143,7 @@ def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
         found = np.full(a.shape, np.nan)
         if req.target_wait_s is not None:
             b = np.ones_like(a)
-            todo = np.ones(a.shape, dtype=bool)
+            todo = a < MAX_SERVERS_SEARCH  # beyond the search range the answer stays null
             for k in range(1, MAX_SERVERS_SEARCH + 1):
                 b = a * b / (k + a * b)  # Erlang B for k servers
                 ok_k = (a < k) & (k >= need)
@@ -131,7 +160,7 @@ def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
             found = np.where(need <= MAX_SERVERS_SEARCH, need, np.nan)
             # ρ ≤ target < 1 is stable except at target 1 with a whole number of servers
             found = np.where(a < found, found, found + 1)
-        outputs["servers_needed"] = out(found)
+        outputs["servers_needed"] = _ints(found)
         res.step("servers needed", "fewest c with ρ ≤ target and W_q ≤ target", f"targets: utilisation "
                  f"{num(req.target_utilisation) if req.target_utilisation else '—'}, wait "
                  f"{fmt_s(req.target_wait_s) if req.target_wait_s is not None else '—'}", found, "servers")
@@ -165,6 +194,7 @@ class BacklogRequest(CalcRequest):
     item_bytes: PosFloat | None = Field(None, description="Bytes per item, to report rates and backlog in bytes.")
 
 
+@quiet
 def backlog_compute(req: BacklogRequest, lookup: Lookup) -> Result:
     named = {"arrival_rate_per_s": req.arrival_rate_per_s, "service_rate_per_s": req.service_rate_per_s,
              "duration_s": req.duration_s}
@@ -175,7 +205,7 @@ def backlog_compute(req: BacklogRequest, lookup: Lookup) -> Result:
         raise CalcInputError("buffer_bytes", "give buffer_items or buffer_bytes, not both")
     if req.buffer_bytes is not None and req.item_bytes is None:
         raise CalcInputError("item_bytes", "buffer_bytes needs item_bytes")
-    x = broadcast(named)
+    x = _aligned(broadcast(named))
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     lam, d = x["arrival_rate_per_s"], x["duration_s"]
     mu = res.step("service capacity during the period", "servers × rate", f"{req.servers} × {num(first(x['service_rate_per_s']))}",
@@ -256,6 +286,7 @@ class CapacityRequest(CalcRequest):
     output_unit: str = Field("", max_length=40, description="Label of that output (e.g. B, tokens).")
 
 
+@quiet
 def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     names = [r.name for r in req.resources]
@@ -273,7 +304,7 @@ def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
     if req.output_per_request is not None:
         named["output_per_request"] = req.output_per_request
     try:
-        x = broadcast(named)
+        x = _aligned(broadcast(named))
     except CalcInputError as e:
         loc = str(e.loc[0]).split(".")
         raise CalcInputError(tuple(int(p) if p.isdigit() else p for p in loc), e.message, e.status) from None
@@ -308,7 +339,7 @@ def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
                 eff_needed = load / raw
                 headroom = np.where(lam > 0, bound / np.where(lam > 0, lam, 1.0) - 1.0, np.inf)
             row.update({"load": out(load), "utilisation": out(util), "units_needed": out(units_needed),
-                        "whole_units_needed": out(np.ceil(units_needed - 1e-9)), "efficiency_needed": out(eff_needed),
+                        "whole_units_needed": _ints(np.ceil(units_needed - 1e-9)), "efficiency_needed": out(eff_needed),
                         "efficiency_loss_allowed": out(1.0 - eff_needed), "headroom": out(headroom)})
         rows.append(row)
         bounds.append(bound)
@@ -316,11 +347,13 @@ def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
     stack = np.stack([np.broadcast_to(b, shape) for b in bounds])
     idx = np.argmin(stack, axis=0)
     best = np.min(stack, axis=0)
-    bottleneck = np.asarray(names, dtype=object)[idx]
+    bottleneck = [names[i] for i in np.ravel(idx)] if np.ndim(idx) else names[int(idx)]
     res.step("throughput bound", "min over resources", ", ".join(f"{n} {num(first(b))}" for n, b in zip(names, bounds)),
              best, "requests/s")
-    outputs = {"resources": rows, "max_rate_per_s": out(best),
-               "bottleneck": bottleneck.tolist() if np.ndim(bottleneck) else bottleneck.item()}
+    with np.errstate(divide="ignore"):
+        interval = np.where(best > 0, 1.0 / np.where(best > 0, best, 1.0), np.inf)
+    outputs = {"resources": rows, "max_rate_per_s": out(best), "interval_s": out(interval),
+               "bottleneck": bottleneck}
     if lam is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
             util = np.where(best > 0, lam / np.where(best > 0, best, 1.0), np.where(lam > 0, np.inf, 0.0))
@@ -360,6 +393,7 @@ class RemainingTimeRequest(CalcRequest):
                                         examples=[10])
 
 
+@quiet
 def remaining_compute(req: RemainingTimeRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     h = np.sort(np.asarray(req.history_s, dtype=float))
@@ -376,7 +410,7 @@ def remaining_compute(req: RemainingTimeRequest, lookup: Lookup) -> Result:
     res.step("conditional remaining", "E[S − e | S > e]", f"mean of the {num(first(count))} histories longer than "
              f"{num(first(e))} s, minus {num(first(e))}", cond, "s")
     res.outputs = {"mean_s": float(mean), "naive_remaining_s": out(naive), "conditional_remaining_s": out(cond),
-                   "survivor_fraction": out(count / n), "survivors": out(count)}
+                   "survivor_fraction": out(count / n), "survivors": _ints(count)}
     res.assume(
         "The history is representative of the current job (same kind of work); only histories longer than the elapsed "
         "time are used, as in conditional sampling.",

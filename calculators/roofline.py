@@ -10,19 +10,42 @@ Also holds `energy`: energy = power × time, joules per token, and the CMOS dyna
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegIntSweep, PosFloat,
-    PosFloatSweep, PosInt, PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes,
-    fmt_flops, fmt_s, num, out,
+    CalcInputError,
+    CalcRequest,
+    Fraction,
+    Lookup,
+    NonNegFloat,
+    NonNegFloatSweep,
+    NonNegIntSweep,
+    PosFloat,
+    PosFloatSweep,
+    PosInt,
+    PosIntSweep,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    fetch,
+    first,
+    fmt_bytes,
+    fmt_flops,
+    fmt_s,
+    num,
+    out,
 )
 from calculators.registry import Calculator, Chart
 from calculators.weight_memory import (
-    Arch, Architecture, Format, format_bytes, format_label, ledger, resolve_arch,
+    Architecture,
+    Format,
+    format_bytes,
+    ledger,
+    resolve_arch,
 )
 
 # --------------------------------------------------------------------------- device peaks
@@ -44,7 +67,7 @@ def select_peak(rec: dict, precision: str, sparsity: str = "dense", loc: str = "
         acc = str(r.get("accumulator") or "").upper()
         return (0 if unit in ("tensor", "cube", "matrix") else 1, 0 if acc == "FP32" else 1)
 
-    row = sorted(match, key=rank)[0]
+    row = min(match, key=rank)
     fact = row.get("flop_per_s")
     value = float(fact["value"] if isinstance(fact, dict) else fact)
     prov = {"record": rec.get("id"),
@@ -55,15 +78,26 @@ def select_peak(rec: dict, precision: str, sparsity: str = "dense", loc: str = "
     return value, prov
 
 
-def hardware_rates(req, lookup: Lookup, res: Result, need_peak: bool = True, need_bw: bool = True):
-    """(peak FLOP/s, bandwidth B/s, record) for a request with `hardware` or explicit rates (either may be None)."""
+def hardware_rates(req, lookup: Lookup, res: Result, need_peak: bool = True, need_bw: bool = True,
+                   optional_peak: bool = False):
+    """(peak FLOP/s, bandwidth B/s, record) for a request with `hardware` or explicit rates (either may be None).
+
+    With `optional_peak`, a device without a sourced peak of that precision gives peak None (and an assumption).
+    """
     peak = getattr(req, "peak_flop_per_s", None)
     bw = getattr(req, "memory_bandwidth_bytes_per_s", None)
     rec = None
     if getattr(req, "hardware", None):
         rec = fetch(lookup, "hardware", req.hardware, "hardware")
         if need_peak and peak is None:
-            peak, prov = select_peak(rec, req.precision, req.sparsity)
+            try:
+                peak, prov = select_peak(rec, req.precision, req.sparsity)
+            except CalcInputError as e:
+                if not optional_peak:
+                    raise
+                res.assume(f"No compute time: {e.message}.")
+                peak = None
+        if need_peak and peak is not None and getattr(req, "peak_flop_per_s", None) is None:
             res.cite(prov)
             res.assume(f"Peak: {rec.get('id')} {req.sparsity} {req.precision} row ({num(peak / 1e12)} TFLOP/s); "
                        "structured-sparse peaks are never used unless sparsity='structured' is asked for.")
@@ -117,7 +151,7 @@ class CustomOp(CalcRequest):
     count: PosIntSweep = Field(1, description="Instances (e.g. tokens, layers). Sweepable.")
 
 
-Operation = Annotated[Union[GemmOp, AttentionOp, CustomOp], Field(discriminator="kind")]
+Operation = Annotated[GemmOp | AttentionOp | CustomOp, Field(discriminator="kind")]
 
 
 class RooflineRequest(CalcRequest):
@@ -403,7 +437,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
 def compute(req: RooflineRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
     work = _op(req, res) if req.operation is not None else _model(req, lookup, res)
-    peak, bw, _ = hardware_rates(req, lookup, res)
+    peak, bw, _ = hardware_rates(req, lookup, res, optional_peak=True)
     rates = broadcast({"peak_flop_per_s": peak if peak is not None else 1.0,
                        "memory_bandwidth_bytes_per_s": bw if bw is not None else 1.0})
     flops, byts = np.broadcast_arrays(np.asarray(work["flops"], dtype=float), np.asarray(work["bytes"], dtype=float))

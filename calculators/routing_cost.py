@@ -8,6 +8,8 @@ A cheaper unit price does not make a cheaper task; a deadline can rule out a che
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from pydantic import Field
 
@@ -16,6 +18,18 @@ from calculators.core import (
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
 from calculators.registry import Calculator, Chart
+
+
+def quiet(fn):
+    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
+    every output through `out`, so that non-finite values anywhere are reported as null."""
+    @functools.wraps(fn)
+    def wrapper(req, lookup):
+        with np.errstate(all="ignore"):
+            res = fn(req, lookup)
+        res.outputs = out(res.outputs)
+        return res
+    return wrapper
 
 MTOK = 1e6
 #: tolerance when comparing a fraction with a target (0.98 × 0.918367… must count as 0.9)
@@ -137,6 +151,7 @@ def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, di
     return {"input": 0.0, "cache_read": 0.0, "cache_write": 0.0, "output": out_price}, monthly
 
 
+@quiet
 def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     names = [c.name for c in req.candidates]

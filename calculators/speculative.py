@@ -26,6 +26,13 @@ from calculators.core import (
 )
 from calculators.registry import Calculator, Chart
 
+
+def _out(x):
+    """`out`, with a fast path for finite numeric arrays (large sweeps)."""
+    if isinstance(x, np.ndarray) and x.ndim == 1 and x.dtype.kind in "fiu" and np.isfinite(x).all():
+        return x.tolist()
+    return out(x)
+
 #: draft lengths searched for the best k
 K_SEARCH = np.arange(1, 33)
 #: largest number of Bernoulli draws one simulation may make (points × rounds × k)
@@ -97,29 +104,29 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
              f"{k0} × {num(a0)} / {num(first(cost))}", rule, "×")
 
     o = {
-        "expected_tokens_per_round": out(e),
-        "expected_accepted_drafts": out(e - 1.0),
-        "round_cost_steps": out(cost),
-        "speedup": out(speedup),
-        "best_k": out(best_k),
-        "best_speedup": out(best_speedup),
-        "max_draft_cost_per_round_steps": out(e - v),
-        "tokens_per_round_without_bonus": out(no_bonus),
-        "page_rule_speedup": out(rule),
-        "page_rule_relative_error": out(rule_err),
+        "expected_tokens_per_round": _out(e),
+        "expected_accepted_drafts": _out(e - 1.0),
+        "round_cost_steps": _out(cost),
+        "speedup": _out(speedup),
+        "best_k": _out(best_k),
+        "best_speedup": _out(best_speedup),
+        "max_draft_cost_per_round_steps": _out(e - v),
+        "tokens_per_round_without_bonus": _out(no_bonus),
+        "page_rule_speedup": _out(rule),
+        "page_rule_relative_error": _out(rule_err),
     }
     if c == 0:
         below = np.asarray(a) < 1
         lim = np.where(below, 1.0 / ((1.0 - np.where(below, a, 0.0)) * v), np.inf)
-        o["speedup_limit_infinite_k"] = out(lim)
+        o["speedup_limit_infinite_k"] = _out(lim)
     if req.target_step_s is not None:
         t = req.target_step_s
         tpt = res.step("time per output token", "t = t_step × (k·c + v) / E", f"{fmt_s(t)} × {num(first(cost))} / {num(first(e))}",
                        t * cost / e, "s")
-        o["time_per_token_s"] = out(tpt)
-        o["round_time_s"] = out(t * cost)
-        o["tokens_per_s"] = out(e / (t * cost))
-        o["max_draft_time_per_round_s"] = out(t * (e - v))
+        o["time_per_token_s"] = _out(tpt)
+        o["round_time_s"] = _out(t * cost)
+        o["tokens_per_s"] = _out(e / (t * cost))
+        o["max_draft_time_per_round_s"] = _out(t * (e - v))
         res.step("largest draft time per round that still gains", "t_draft < E × t_step − v × t_step",
                  f"{num(first(e))} × {fmt_s(t)} − {num(v)} × {fmt_s(t)}", t * (e - v), "s")
         if req.setup_s is not None:
@@ -127,14 +134,14 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
             with np.errstate(divide="ignore", invalid="ignore"):
                 amort = np.where(gain > 0, req.setup_s / np.where(gain > 0, gain, 1.0), np.inf)
             res.step("tokens to amortise the setup", "setup / (t_step − t)", f"{fmt_s(req.setup_s)} / ({fmt_s(t)} − {fmt_s(first(tpt))})", amort, "tokens")
-            o["setup_amortization_tokens"] = out(amort)
+            o["setup_amortization_tokens"] = _out(amort)
     elif req.setup_s is not None:
         raise CalcInputError("setup_s", "amortising a setup time needs target_step_s")
     if req.decode_fraction is not None:
         f = req.decode_fraction
         e2e = 1.0 / ((1.0 - f) + f / speedup)
         res.step("end-to-end speedup (Amdahl)", "1 / ((1 − f) + f / S)", f"1 / ((1 − {num(f)}) + {num(f)} / {num(first(speedup))})", e2e, "×")
-        o["end_to_end_speedup"] = out(e2e)
+        o["end_to_end_speedup"] = _out(e2e)
 
     if req.simulate is not None:
         sim = req.simulate
@@ -171,9 +178,9 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
                  f"{sim.rounds:,} rounds, seed {sim.seed}", mean, "tokens")
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.where(se > 0, (mean - e) / np.where(se > 0, se, 1.0), 0.0)
-        o["simulation"] = {"rounds": sim.rounds, "seed": sim.seed, "mean_tokens_per_round": out(mean),
-                           "standard_error": out(se), "z_score_vs_closed_form": out(z),
-                           "simulated_speedup": out(mean / cost)}
+        o["simulation"] = {"rounds": sim.rounds, "seed": sim.seed, "mean_tokens_per_round": _out(mean),
+                           "standard_error": _out(se), "z_score_vs_closed_form": _out(z),
+                           "simulated_speedup": _out(mean / cost)}
     res.outputs = o
     res.assume(
         "Each draft token is accepted with the same conditional probability α, independently, until the first "
@@ -207,6 +214,14 @@ class SpecGroup(CalcRequest):
     label: str | None = Field(None, max_length=100)
 
 
+class BudgetVariant(CalcRequest):
+    """The same batch with other verify limits (e.g. compact budgets) or forced rows."""
+
+    label: str | None = Field(None, max_length=100)
+    draft_tokens: list[NonNegInt] | None = Field(None, max_length=1000, description="New draft limit per group, in group order.")
+    min_executed_rows: NonNegInt | None = Field(None, description="Rows the pass must run anyway in this variant.")
+
+
 class VerifyBudgetRequest(CalcRequest):
     """One verification round over a batch of speculative requests."""
 
@@ -216,6 +231,7 @@ class VerifyBudgetRequest(CalcRequest):
     fixed_round_s: NonNegFloat = Field(0.0, description="Time per round that does not shrink with fewer rows (draft, host work), seconds.", examples=[0.002])
     per_row_s: NonNegFloat = Field(0.0, description="Time per executed verify row, seconds.", examples=[0.0001])
     row_bytes: NonNegInt | None = Field(None, description="Bytes per verify row of a per-row buffer (e.g. a packed grammar mask row), for its capacity.", examples=[18992])
+    variants: list[BudgetVariant] = Field(default_factory=list, max_length=20, description="Variants of the batch to compare.")
 
 
 def _group_expected(g: SpecGroup) -> tuple[float | None, float | None]:
@@ -236,15 +252,13 @@ def _group_expected(g: SpecGroup) -> tuple[float | None, float | None]:
     return None, None
 
 
-def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
-    groups, total_e, known = [], 0.0, True
-    rows = 0
-    for i, g in enumerate(req.groups):
+def _budget(groups_in: list, tiers, min_rows: int, fixed: float, per_row: float, loc=("groups",)) -> dict:
+    groups, total_e, known, rows = [], 0.0, True, 0
+    for i, g in enumerate(groups_in):
         try:
             e, misread = _group_expected(g)
         except CalcInputError as err:
-            raise CalcInputError(("groups", i), err.message) from None
+            raise CalcInputError(loc + (i,), err.message) from None
         r = g.count * (g.draft_tokens + 1)
         rows += r
         if e is None:
@@ -256,36 +270,58 @@ def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
         if misread is not None:
             item["if_log_misread_as_conditional"] = misread
         groups.append(item)
-    res.step("verify rows", "Σ count × (k + 1) (each request also verifies its last accepted token)",
-             " + ".join(f"{g.count}×({g.draft_tokens}+1)" for g in req.groups[:8]) + (" + …" if len(req.groups) > 8 else ""), rows, "rows")
-    if known:
-        res.step("expected tokens per round", "Σ count × E_i, E_i = 1 + Σ_j Π_{i≤j} p_i",
-                 " + ".join(num(g["expected_tokens_per_request"]) for g in groups[:8]), total_e, "tokens")
-    need = max(rows, req.min_executed_rows)
-    executed = need
-    tier_note = None
-    if req.graph_row_tiers:
-        fits = sorted(t for t in req.graph_row_tiers if t >= need)
+    need = max(rows, min_rows)
+    executed, over = need, False
+    if tiers:
+        fits = sorted(t for t in tiers if t >= need)
         if fits:
             executed = fits[0]
         else:
-            tier_note = f"{need} rows exceed the largest graph tier {max(req.graph_row_tiers)}; run eagerly at {need} rows"
-            res.assume(tier_note)
+            over = True
+    rt = fixed + per_row * executed
+    return {"groups": groups, "rows": rows, "needed_rows": need, "executed_rows": executed, "padding_rows": executed - rows,
+            "above_largest_tier": over, "expected_tokens_per_round": total_e if known else None, "round_s": rt,
+            "tokens_per_s": (total_e / rt if rt > 0 else None) if known else None,
+            "expected_tokens_per_row": (total_e / executed if executed else None) if known else None}
+
+
+def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    b = _budget(req.groups, req.graph_row_tiers, req.min_executed_rows, req.fixed_round_s, req.per_row_s)
+    res.step("verify rows", "Σ count × (k + 1) (each request also verifies its last accepted token)",
+             " + ".join(f"{g.count}×({g.draft_tokens}+1)" for g in req.groups[:8]) + (" + …" if len(req.groups) > 8 else ""), b["rows"], "rows")
+    if b["expected_tokens_per_round"] is not None:
+        res.step("expected tokens per round", "Σ count × E_i, E_i = 1 + Σ_j Π_{i≤j} p_i",
+                 " + ".join(f"{g['count']}×{num(g['expected_tokens_per_request'])}" for g in b["groups"][:8]), b["expected_tokens_per_round"], "tokens")
+    if req.graph_row_tiers:
         res.step("rows executed", "smallest graph tier ≥ max(rows, rows run anyway)",
-                 f"tiers {req.graph_row_tiers}, need {need}", executed, "rows")
-    rt = req.fixed_round_s + req.per_row_s * executed
-    o = {"groups": groups, "rows": rows, "executed_rows": executed, "padding_rows": executed - rows,
-         "expected_tokens_per_round": total_e if known else None, "round_s": rt,
-         "tokens_per_s": (total_e / rt if rt > 0 else None) if known else None,
-         "expected_tokens_per_row": (total_e / executed if executed else None) if known else None}
+                 f"tiers {req.graph_row_tiers}, need {b['needed_rows']}", b["executed_rows"], "rows")
+    if b["above_largest_tier"]:
+        res.assume(f"{b['needed_rows']} rows exceed the largest graph tier {max(req.graph_row_tiers)}; counted as run eagerly at that size.")
     if req.fixed_round_s or req.per_row_s:
-        res.step("round time", "t = fixed + per_row × executed rows", f"{fmt_s(req.fixed_round_s)} + {fmt_s(req.per_row_s)} × {executed}", rt, "s")
-        if known and rt > 0:
-            res.step("expected throughput", "Σ E_i / t", f"{num(total_e)} / {fmt_s(rt)}", total_e / rt, "tokens/s")
+        res.step("round time", "t = fixed + per_row × executed rows", f"{fmt_s(req.fixed_round_s)} + {fmt_s(req.per_row_s)} × {b['executed_rows']}", b["round_s"], "s")
+        if b["tokens_per_s"] is not None:
+            res.step("expected throughput", "Σ E_i / t", f"{num(b['expected_tokens_per_round'])} / {fmt_s(b['round_s'])}", b["tokens_per_s"], "tokens/s")
     if req.row_bytes is not None:
-        o["row_buffer_bytes"] = rows * req.row_bytes
-        res.step("per-row buffer capacity", "rows × row bytes", f"{rows} × {num(req.row_bytes)} = {fmt_bytes(rows * req.row_bytes)}", rows * req.row_bytes, "B")
-    res.outputs = out(o)
+        b["row_buffer_bytes"] = b["rows"] * req.row_bytes
+        res.step("per-row buffer capacity", "rows × row bytes", f"{b['rows']} × {num(req.row_bytes)} = {fmt_bytes(b['row_buffer_bytes'])}", b["row_buffer_bytes"], "B")
+    variants = []
+    for i, v in enumerate(req.variants):
+        groups = list(req.groups)
+        if v.draft_tokens is not None:
+            if len(v.draft_tokens) != len(groups):
+                raise CalcInputError(("variants", i, "draft_tokens"), f"{len(v.draft_tokens)} limits for {len(groups)} groups")
+            groups = [g.model_copy(update={"draft_tokens": k}) for g, k in zip(groups, v.draft_tokens)]
+        vb = _budget(groups, req.graph_row_tiers, req.min_executed_rows if v.min_executed_rows is None else v.min_executed_rows,
+                     req.fixed_round_s, req.per_row_s, loc=("variants", i))
+        vb["label"] = v.label or f"variant {i + 1}"
+        if req.row_bytes is not None:
+            vb["row_buffer_bytes"] = vb["rows"] * req.row_bytes
+        variants.append(vb)
+        res.step(f"variant: {vb['label']}", "same batch with the variant's limits", f"{vb['rows']} rows → {vb['executed_rows']} executed",
+                 vb["tokens_per_s"] if vb["tokens_per_s"] is not None else vb["executed_rows"], "tokens/s" if vb["tokens_per_s"] is not None else "rows")
+    b["variants"] = variants
+    res.outputs = _out(b)
     res.assume(
         "Per-request acceptance is conditional on all earlier drafts being accepted; EOS, output limits and "
         "request-end truncation are not counted.",

@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt, PosIntSweep,
     Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.registry import Calculator, Chart
+# After the registry: importing it first lets it load every family (collective included) before we do.
+from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 
 
 class TpOverheadRequest(CalcRequest):
@@ -37,6 +38,7 @@ class TpOverheadRequest(CalcRequest):
                                                              "(not a bidirectional aggregate). Sweepable.", examples=[50e9])
 
 
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     hidden, layers = req.hidden_size, req.layers

@@ -14,8 +14,22 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegInt, PosFloatSweep, PosInt, PosIntSweep,
-    Result, broadcast, fact_source, fact_value, first, fmt_s, num, out,
+    CalcInputError,
+    CalcRequest,
+    FractionSweep,
+    Lookup,
+    NonNegInt,
+    PosFloatSweep,
+    PosInt,
+    PosIntSweep,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    first,
+    fmt_s,
+    num,
+    out,
 )
 from calculators.registry import Calculator, Chart
 from calculators.roofline import hardware_rates
@@ -35,7 +49,7 @@ class TrainingComputeRequest(CalcRequest):
     model: str | None = Field(None, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="N: matrix parameters used per token (MoE: active). Sweepable.", examples=[8e9])
-    tokens: PosFloatSweep | None = Field(None, description="D: training tokens. Sweepable.", examples=[100e9])
+    tokens: PosFloatSweep | None = Field(None, description="D: training tokens (without it only per-token FLOPs are given). Sweepable.", examples=[100e9])
     sequence_tokens: PosIntSweep | None = Field(None, description="Sequence length S for the causal attention term. Sweepable.")
     attention: AttentionShape | None = Field(None, description="Attention shape for the pair term with `params`.")
     include_lm_head: bool = Field(True, description="Count the output projection (2·V·d per token forward) with model/architecture.")
@@ -55,10 +69,8 @@ class TrainingComputeRequest(CalcRequest):
         given = [k for k in ("model", "architecture", "params") if getattr(self, k) is not None]
         if len(given) > 1:
             raise ValueError("give at most one of model, architecture, params")
-        if not given and self.gpu_hours is None:
-            raise ValueError("give model, architecture or params (or a gpu_hours budget)")
-        if given and self.tokens is None:
-            raise ValueError("tokens (D) is required with a model, architecture or params")
+        if not given and self.gpu_hours is None and (self.tokens is None or self.tokens_per_s is None):
+            raise ValueError("give model, architecture or params (or a gpu_hours budget, or tokens with tokens_per_s)")
         if self.hardware and self.peak_flop_per_s is not None:
             raise ValueError("give hardware or peak_flop_per_s, not both")
         if self.gpu_hours is not None and self.tokens_per_s is not None:
@@ -113,11 +125,11 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
                     res.step("expert FLOPs / token", "6 × L_moe × (k + shared) × 3 × d × f_e",
                              f"6 × {arch.moe_layers} × ({arch.top_k} + {arch.shared}) × {arch.ffn_matrices} × {arch.d} × {arch.expert_ffn}",
                              o["expert_flops_per_token"], "FLOP")
-                    o["expert_flops"] = out(o["expert_flops_per_token"] * D)
+                    if req.tokens is not None:
+                        o["expert_flops"] = out(o["expert_flops_per_token"] * D)
                 if arch.heads:
                     attn_shape = (arch.layers, arch.heads, arch.qk_dim, arch.vo_dim)
                 o["params_total"] = float(led["total"])
-        dense = res.step("6ND", "C = 6 × N × D", f"6 × {num(first(N))} × {num(first(D))}", 6.0 * N * D, "FLOP")
         per_tok_dense = 6.0 * N * factor
         attn_tok = 0.0 * D
         if req.sequence_tokens is not None:
@@ -129,15 +141,17 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
                      f"3 × ({num(first(S))} + 1) × {H} × ({dqk} + {dv}) × {La}", attn_tok, "FLOP")
             res.assume("Attention: QKᵀ and AV over the causal triangle S(S+1)/2 of every sequence, backward = 2 × forward.")
         per_tok = per_tok_dense + attn_tok
-        flops_total = per_tok * D
         if factor != 1.0:
             res.assume("Full recompute: the forward pass runs twice, so every term is × 8/6.")
-        res.step("total FLOPs", "C = (6N·r + attention) × D", f"{num(first(per_tok))} × {num(first(D))}", flops_total, "FLOP")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            o.update(six_nd_flops=out(dense), flops_per_token=out(per_tok), dense_flops_per_token=out(per_tok_dense),
-                     attention_flops_per_token=out(attn_tok), flops_total=out(flops_total),
-                     tokens_per_param=out(D / N), params=out(N))
-        res.step("tokens per parameter", "D / N", f"{num(first(D))} / {num(first(N))}", D / N, "")
+        res.step("FLOPs per token", "6N·r + attention", f"{num(first(per_tok_dense))} + {num(first(attn_tok))}", per_tok, "FLOP")
+        o.update(flops_per_token=out(per_tok), dense_flops_per_token=out(per_tok_dense),
+                 attention_flops_per_token=out(attn_tok), flops_per_token_per_param=out(per_tok / N), params=out(N))
+        if req.tokens is not None:
+            dense = res.step("6ND", "C = 6 × N × D", f"6 × {num(first(N))} × {num(first(D))}", 6.0 * N * D, "FLOP")
+            flops_total = per_tok * D
+            res.step("total FLOPs", "C = (6N·r + attention) × D", f"{num(first(per_tok))} × {num(first(D))}", flops_total, "FLOP")
+            res.step("tokens per parameter", "D / N", f"{num(first(D))} / {num(first(N))}", D / N, "")
+            o.update(six_nd_flops=out(dense), flops_total=out(flops_total), tokens_per_param=out(D / N))
 
     # time
     peak, _, _ = hardware_rates(req, lookup, res, need_bw=False)

@@ -21,8 +21,22 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Lookup, NonNegInt, PosFloatSweep, PosInt, PosIntSweep, Result,
-    broadcast, fact_source, fact_value, fetch, first, fmt_bytes, num, out,
+    CalcInputError,
+    CalcRequest,
+    Lookup,
+    NonNegInt,
+    PosFloatSweep,
+    PosInt,
+    PosIntSweep,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    fetch,
+    first,
+    fmt_bytes,
+    num,
+    out,
 )
 from calculators.registry import Calculator, Chart
 
@@ -477,6 +491,11 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
                        "expert_params": pl["expert"], "norm_params": pl["norms"],
                        "forward_flops_per_token": 2 * (led["active_matrix_total"] / a.layers)},
         )
+        if req.component_formats:
+            over = {k: format_label(getattr(req.component_formats, k)) for k in COMPONENTS
+                    if getattr(req.component_formats, k) is not None}
+            res.assume("Component formats: " + ", ".join(f"{k} {v}" for k, v in over.items())
+                       + f"; everything else {format_label(fmt_main)}.")
         res.assume("Bias vectors, rotary tables and quantisation metadata beyond the chosen format are not counted.",
                    "Embeddings and LM head are split across devices by vocabulary; norms and the router are replicated.")
         if a.experts:

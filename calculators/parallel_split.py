@@ -1,0 +1,477 @@
+"""Choosing a tensor-parallel degree (and pipeline stages) for a decode step; TP vs PP under queueing.
+
+`parallel-split` is the book's first-pass decode model (case `model-parallelism`):
+T(p) = (W + KV)/(p·B_hbm) + n_ar·[2(p−1)α + 2(p−1)M/(p·B_link)], n_ar = layers × all-reduces per layer.
+Splitting further divides the bytes each device reads but adds all-reduce rounds, so the best p
+moves with the interconnect. Optional pipeline stages add activation hand-offs and a bubble.
+
+`tp-vs-pp-queueing` is the book's M/D/1 comparison (case `chunking-and-state-transfer`): TP shortens
+each request's service time by a speed-up K, PP keeps the latency but lets s requests be in flight,
+so TP wins at low load and PP (higher capacity) wins near saturation.
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from calculators.core import (
+    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt,
+    PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+)
+from calculators.registry import Calculator, Chart
+# After the registry: importing it first lets it load every family (collective included) before we do.
+from calculators.collective import collective_cost, resolve_link
+
+DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0}
+TERMS = ("memory", "compute", "communication", "handoff")
+
+
+class ParallelSplitRequest(CalcRequest):
+    """A decode step split over `tp` devices per stage (candidates) and `pp` pipeline stages."""
+
+    model: str | None = Field(None, max_length=100, description="Model id: weights (params × dtype), layers, hidden size, KV shape.", examples=["qwen3-8b"])
+    hardware: str | None = Field(None, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
+    interconnect: str | None = Field(None, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency.", examples=["nvlink4"])
+    weight_bytes: NonNegFloat | None = Field(None, description="Weight bytes W of the whole model (overrides the model).", examples=[16.4e9])
+    weight_bytes_per_param: PosFloat | None = Field(None, le=16, description="Bytes per parameter when W comes from a model (default from its weight_dtype).")
+    weight_read_bytes: NonNegFloat | None = Field(None, description="Weight bytes read per step if not all of W (MoE: active experts). Default W.")
+    kv_bytes: NonNegFloat | None = Field(None, description="KV/state bytes of the whole batch (overrides model × context_tokens × batch). Default 0.",
+                                         examples=[1207959552])
+    kv_bytes_per_value: PosFloat = Field(2.0, le=16, description="Bytes per cached value when KV comes from the model (BF16 = 2).")
+    layers: PosInt | None = Field(None, le=100_000, description="Layers (overrides the model).", examples=[36])
+    hidden_size: PosInt | None = Field(None, le=10**7, description="Hidden size (overrides the model); sets message and hand-off bytes.")
+    hbm_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Effective memory bandwidth per device, bytes/s (overrides hardware).", examples=[2e12])
+    memory_bytes: PosFloat | None = Field(None, description="Usable memory per device, bytes (overrides hardware). Without it every candidate fits.")
+    link_alpha_s: NonNegFloat | None = Field(None, description="α of the TP link per dependent round, seconds (overrides the link).", examples=[1e-6])
+    link_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="One-way TP link bandwidth per rank, bytes/s (overrides the link).", examples=[200e9])
+    allreduces_per_layer: NonNegInt = Field(2, le=1000, description="All-reduces per layer (attention + MLP = 2).")
+    message_bytes: NonNegFloat | None = Field(None, description="Bytes M of each all-reduce. Default hidden × step_tokens × activation_bytes.", examples=[8192])
+    activation_bytes: PosFloat = Field(2.0, le=64, description="Bytes per activation value (BF16 = 2).")
+    tp: PosIntSweep = Field(description="Tensor-parallel candidates p (a list is the sweep; outputs follow its order).", examples=[[1, 2, 4, 8]])
+    pp: PosInt = Field(1, le=10_000, description="Pipeline stages; each holds layers/pp of the model.")
+    batch: PosInt = Field(1, le=10**9, description="Sequences in the step (decode: one new token each).")
+    context_tokens: NonNegInt | None = Field(None, le=10**9, description="Tokens of history per sequence (sizes the KV from the model).", examples=[8192])
+    step_tokens: PosInt | None = Field(None, le=10**9, description="Tokens processed in the step (default batch; a prefill chunk for prefill).")
+    workspace_bytes: NonNegFloat = Field(0.0, description="Extra bytes per device (activations, workspace, runtime).")
+    flops_per_token: NonNegFloat | None = Field(None, description="FLOPs per token of the whole model (≈ 2 × active params); with flop_per_s adds a compute time.")
+    flop_per_s: PosFloat | None = Field(None, description="Effective FLOP/s per device.")
+    pp_link: str | None = Field(None, max_length=100, description="Link id between pipeline stages (default: the TP link).")
+    pp_link_alpha_s: NonNegFloat | None = Field(None, description="α of a stage hand-off, seconds (default: the TP link's α).")
+    pp_link_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="One-way bandwidth between stages, bytes/s (default: the TP link).")
+    handoff_tensors: PosInt = Field(1, le=16, description="Tensors of [tokens, hidden] handed to the next stage (hidden_states + residual = 2).")
+    microbatches: PosInt | None = Field(None, le=10**6, description="Microbatches in flight through the pipeline (gives the bubble fraction).")
+    what_if: list[SplitWhatIf] = Field(default_factory=list, max_length=20, description="Variants (another link, device, batch) "
+                                       "recomputed over the same candidates; each reports its step times and best tp.")
+
+
+class SplitWhatIf(CalcRequest):
+    """A partial request: the fields given replace the base request's (e.g. a slower interconnect)."""
+
+    label: str | None = Field(None, max_length=200, description="Name shown for this variant.")
+    interconnect: str | None = Field(None, max_length=100)
+    link_alpha_s: NonNegFloat | None = None
+    link_bandwidth_bytes_per_s: PosFloat | None = None
+    hardware: str | None = Field(None, max_length=100)
+    hbm_bandwidth_bytes_per_s: PosFloat | None = None
+    memory_bytes: PosFloat | None = None
+    kv_bytes: NonNegFloat | None = None
+    batch: PosInt | None = Field(None, le=10**9)
+    context_tokens: NonNegInt | None = Field(None, le=10**9)
+    step_tokens: PosInt | None = Field(None, le=10**9)
+    message_bytes: NonNegFloat | None = None
+    allreduces_per_layer: NonNegInt | None = Field(None, le=1000)
+    pp: PosInt | None = Field(None, le=10_000)
+    workspace_bytes: NonNegFloat | None = None
+
+
+def _kv_from_model(rec: dict, tokens: int, per_value: float) -> float:
+    """Bytes of one sequence's KV/state at `tokens`, from the model's layer groups."""
+    groups = rec.get("layer_groups")
+    if not groups:
+        layers = fact_value(rec, "layers", loc="model")
+        kvh = fact_value(rec, "kv_heads", loc="model")
+        hd = fact_value(rec, "head_dim", loc="model")
+        return float(layers) * 2 * kvh * hd * tokens * per_value
+    total = 0.0
+    for g in groups:
+        values = 0.0
+        for s in g.get("streams", []):
+            win, ratio = s.get("window"), s.get("ratio") or 1
+            kept = min(tokens, win) if win else tokens // ratio
+            values += s["dim"] * kept
+        values += g.get("state_elements", 0) or 0
+        total += g["count"] * values
+    return total * per_value
+
+
+def _why(tp, mem, comm, step, fits, best_i) -> str:
+    if best_i is None:
+        return "No candidate fits in device memory; add devices, stages or a smaller format."
+    order = sorted(range(len(tp)), key=lambda i: tp[i])
+    pos = order.index(best_i)
+    b = tp[best_i]
+    parts = [f"TP={b} is fastest among the candidates that fit ({fmt_s(step[best_i])})."]
+    lower = [i for i in order[:pos] if fits[i] and tp[i] < b]
+    higher = [i for i in order[pos + 1:] if fits[i] and tp[i] > b]
+    if lower:
+        j = lower[-1]
+        parts.append(f"From TP={tp[j]} it saves {fmt_s(mem[j] - mem[best_i])} of memory time for "
+                     f"{fmt_s(comm[best_i] - comm[j])} more all-reduce time.")
+    if higher:
+        j = higher[0]
+        parts.append(f"Going to TP={tp[j]} would save only {fmt_s(mem[best_i] - mem[j])} of memory time but add "
+                     f"{fmt_s(comm[j] - comm[best_i])} of all-reduce time, so the choice stops at TP={b}.")
+    elif len(tp) > 1:
+        parts.append("It is the largest candidate that fits: each further split still saved more memory time than it added in communication.")
+    unfit = sorted({tp[i] for i in range(len(tp)) if not fits[i]})
+    if unfit:
+        shown = ", ".join(map(str, unfit)) if len(unfit) <= 8 else f"{len(unfit)} candidates ({unfit[0]} … {unfit[-1]})"
+        parts.append(f"TP={shown} do not fit in device memory." if len(unfit) <= 8 else f"{shown} do not fit in device memory.")
+    return " ".join(parts)
+
+
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
+def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    rec = fetch(lookup, "model", req.model, "model") if req.model else None
+    hw = fetch(lookup, "hardware", req.hardware, "hardware") if req.hardware else None
+
+    def from_model(field: str, explicit, loc: str):
+        if explicit is not None:
+            return explicit
+        if rec is None:
+            return None
+        v = fact_value(rec, field, loc=loc)
+        res.cite(fact_source(rec, field))
+        return v
+
+    layers = from_model("layers", req.layers, "layers")
+    if layers is None:
+        raise CalcInputError("layers", "give layers or a model id")
+    hidden = req.hidden_size
+    if hidden is None and rec is not None and (req.message_bytes is None or req.pp > 1):
+        hidden = from_model("hidden_size", None, "hidden_size")
+    # ---- weights
+    W = req.weight_bytes
+    if W is None:
+        if rec is None:
+            raise CalcInputError("weight_bytes", "give weight_bytes or a model id")
+        params = fact_value(rec, "params_total", loc="model")
+        res.cite(fact_source(rec, "params_total"))
+        bpp = req.weight_bytes_per_param or DTYPE_BYTES.get(str(rec.get("weight_dtype", "")).lower())
+        if bpp is None:
+            raise CalcInputError("weight_bytes_per_param", f"{req.model} stores weights as {rec.get('weight_dtype')!r}; give weight_bytes_per_param")
+        W = res.step("weight bytes", "W = params × bytes/param", f"{num(params)} × {num(bpp)}", float(params) * bpp, "B")
+    W_read = req.weight_read_bytes if req.weight_read_bytes is not None else W
+    # ---- KV
+    KV = req.kv_bytes
+    if KV is None:
+        if rec is not None and req.context_tokens is not None:
+            per_seq = _kv_from_model(rec, req.context_tokens, req.kv_bytes_per_value)
+            if rec.get("layer_groups_provenance"):
+                p0 = rec["layer_groups_provenance"]
+                res.cite({"record": rec.get("id"), "field": "layer_groups", "value": None, "source": p0.get("source"),
+                          "locator": p0.get("locator"), "source_url": p0.get("source_url")})
+            KV = res.step("KV bytes", "KV = batch × Σ_groups count × Σ_streams dim × retained(N) × bytes",
+                          f"{req.batch} × {fmt_bytes(per_seq)} (N = {num(req.context_tokens)})", per_seq * req.batch, "B")
+        else:
+            KV = 0.0
+            res.assume("No KV given (kv_bytes, or model + context_tokens): KV taken as 0.")
+    # ---- hardware
+    B_hbm = req.hbm_bandwidth_bytes_per_s
+    if B_hbm is None:
+        if hw is None:
+            raise CalcInputError("hbm_bandwidth_bytes_per_s", "give hbm_bandwidth_bytes_per_s or a hardware id")
+        B_hbm = fact_value(hw, "memory_bandwidth_bytes_per_s", loc="hardware")
+        res.cite(fact_source(hw, "memory_bandwidth_bytes_per_s"))
+    mem_cap = req.memory_bytes
+    if mem_cap is None and hw is not None:
+        mem_cap = fact_value(hw, "memory_bytes", required=False)
+        res.cite(fact_source(hw, "memory_bytes"))
+    alpha, B_link = resolve_link(lookup, res, req.interconnect, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
+                                 loc="interconnect", alpha_loc="link_alpha_s", need_alpha=False)
+    tp_list = req.tp if isinstance(req.tp, list) else [req.tp]
+    if B_link is None and any(t > 1 for t in tp_list):
+        raise CalcInputError("link_bandwidth_bytes_per_s", "give link_bandwidth_bytes_per_s or an interconnect id")
+    if alpha is None:
+        alpha = 0.0
+        if any(t > 1 for t in tp_list):
+            res.assume("No α given and none on the interconnect: start-up latency taken as 0 (understates TP cost).")
+    step_tokens = req.step_tokens or req.batch
+    M = req.message_bytes
+    if M is None:
+        if hidden is None:
+            raise CalcInputError("message_bytes", "give message_bytes, hidden_size or a model id")
+        M = res.step("all-reduce message", "M = hidden × step tokens × bytes", f"{num(hidden)} × {num(step_tokens)} × {num(req.activation_bytes)}",
+                     float(hidden) * step_tokens * req.activation_bytes, "B")
+
+    # ---- the candidates (one array expression over tp)
+    p = broadcast({"tp": tp_list})["tp"]
+    n_ar = layers * req.allreduces_per_layer
+    mem_t = (W_read + KV) / (p * B_hbm)
+    c = collective_cost("all_reduce", "ring", p, M)
+    ar_t = c["rounds"] * alpha + (c["wire"] / B_link if B_link else 0.0 * p)
+    comm_t = n_ar * ar_t
+    comp_t = np.zeros_like(p)
+    if req.flops_per_token is not None and req.flop_per_s is not None:
+        comp_t = step_tokens * req.flops_per_token / (p * req.flop_per_s)
+    # pipeline hand-offs
+    pp = req.pp
+    hand_t_each, hand_bytes_tok = 0.0, 0.0
+    pipeline = None
+    if pp > 1:
+        if hidden is None:
+            raise CalcInputError("hidden_size", "pipeline hand-offs need hidden_size or a model id")
+        a_pp, b_pp = resolve_link(lookup, res, req.pp_link, req.pp_link_alpha_s, req.pp_link_bandwidth_bytes_per_s, loc="pp_link",
+                                  alpha_loc="pp_link_alpha_s")
+        if req.pp_link is None:
+            a_pp = alpha if a_pp is None else a_pp
+            b_pp = B_link if b_pp is None else b_pp
+        if b_pp is None:
+            raise CalcInputError("pp_link_bandwidth_bytes_per_s", "give the bandwidth between stages (or a TP link)")
+        a_pp = a_pp or 0.0
+        hand_bytes_tok = req.handoff_tensors * float(hidden) * req.activation_bytes
+        hand_bytes = hand_bytes_tok * step_tokens
+        hand_t_each = res.step("stage hand-off", "t_h = α_pp + tensors × hidden × bytes × tokens / B_pp",
+                               f"{fmt_s(a_pp)} + {fmt_bytes(hand_bytes)} / {fmt_rate(b_pp)}", a_pp + hand_bytes / b_pp, "s")
+        pipeline = {"stages": pp, "handoff_bytes_per_token": hand_bytes_tok, "handoff_bytes": hand_bytes,
+                    "handoff_time_s": hand_t_each, "handoffs_time_s": (pp - 1) * hand_t_each,
+                    "link_tokens_per_s": b_pp / hand_bytes_tok}
+    hand_t = (pp - 1) * hand_t_each + 0.0 * p
+    local = np.maximum(mem_t, comp_t)
+    step = local + comm_t + hand_t
+    per_dev = (W + KV) / (p * pp) + req.workspace_bytes
+    fits = per_dev <= mem_cap * (1 + 1e-12) if mem_cap is not None else np.ones_like(p, dtype=bool)
+    stacked = np.stack([mem_t, comp_t, comm_t, hand_t])
+    dominant = np.asarray(TERMS)[np.argmax(stacked, axis=0)]
+
+    # ---- steps (first candidate, plus the ring all-reduce at the first p > 1)
+    i0 = 0
+    res.step("memory time", "t_mem = (W + KV) / (p × B_hbm)", f"({fmt_bytes(W_read)} + {fmt_bytes(KV)}) / ({int(p[i0])} × {fmt_rate(B_hbm)})",
+             mem_t[i0], "s")
+    ia = next((i for i, v in enumerate(tp_list) if v > 1), i0)
+    res.step(f"ring all-reduce (p = {int(p[ia])})", "t_ar = 2(p−1)α + 2(p−1)/p × M / B_link",
+             f"{num(c['rounds'][ia])} × {fmt_s(alpha)} + {fmt_bytes(c['wire'][ia])} / {fmt_rate(B_link) if B_link else '—'}", ar_t[ia], "s")
+    res.step(f"communication (p = {int(p[ia])})", "t_comm = layers × all-reduces per layer × t_ar",
+             f"{num(layers)} × {req.allreduces_per_layer} × {fmt_s(ar_t[ia])}", comm_t[ia], "s")
+    res.step(f"step time (p = {int(p[i0])})", "T = max(t_mem, t_compute) + t_comm" + (" + (pp − 1) × t_h" if pp > 1 else ""),
+             f"{fmt_s(local[i0])} + {fmt_s(comm_t[i0])}" + (f" + {pp - 1} × {fmt_s(hand_t_each)}" if pp > 1 else ""), step[i0], "s")
+
+    if fits.any():
+        masked = np.where(fits, step, np.inf)
+        ties = np.flatnonzero(masked == masked.min())
+        best_i = int(ties[np.argmin(p[ties])])
+    else:
+        best_i = None
+    free = (mem_cap - per_dev) if mem_cap is not None else per_dev * np.nan
+    cols = {"memory_time_s": out(mem_t), "compute_time_s": out(comp_t), "allreduce_time_s": out(ar_t), "comm_time_s": out(comm_t),
+            "handoff_time_s": out(hand_t), "step_time_s": out(step), "per_device_bytes": out(per_dev), "free_bytes": out(free), "fits": fits.tolist(),
+            "dominant": dominant.tolist()}
+    keys = list(cols)
+    candidates = [{"tp": t, "devices": t * pp, **dict(zip(keys, row))} for t, row in zip(tp_list, zip(*cols.values()))]
+    if pipeline is not None:
+        stage = (local + comm_t) / pp + hand_t_each
+        pipeline["stage_time_s"] = out(stage)
+        pipeline["tokens_per_s_upper"] = out(step_tokens / stage)
+        if req.microbatches:
+            m = req.microbatches
+            pipeline["bubble_fraction"] = (pp - 1) / (m + pp - 1)
+            pipeline["microbatches_time_s"] = out((m + pp - 1) * stage)
+            res.step("pipeline bubble", "bubble = (pp − 1) / (m + pp − 1)", f"({pp} − 1) / ({m} + {pp} − 1)", pipeline["bubble_fraction"], "fraction")
+    why = _why(tp_list, mem_t.tolist(), comm_t.tolist(), step.tolist(), fits.tolist(), best_i)
+    if best_i is not None:
+        res.step("best candidate", "argmin T(p) over candidates that fit", f"TP = {tp_list[best_i]}", step[best_i], "s")
+
+    scalar = not isinstance(req.tp, list)
+
+    def flat(a):
+        return out(a[0]) if scalar else out(a)
+
+    res.outputs = {
+        "candidates": candidates,
+        "best": dict(candidates[best_i]) if best_i is not None else None,
+        "why": why,
+        "tp": req.tp,
+        "memory_time_s": flat(mem_t), "comm_time_s": flat(comm_t), "step_time_s": flat(step),
+        "per_device_bytes": flat(per_dev), "free_bytes": flat(free), "fits": flat(fits), "dominant": flat(dominant),
+        "weight_bytes": out(W), "kv_bytes": out(KV), "message_bytes": out(M), "allreduces": n_ar,
+        "pipeline": pipeline,
+        "what_if": _what_ifs(req, lookup, res, best_i, comm_t.tolist(), mem_t.tolist()),
+    }
+    res.assume(
+        "First-pass decode model: every step reads the weights and KV once, split evenly over the TP ranks; local compute is "
+        "below the memory time unless flops_per_token and flop_per_s are given.",
+        f"{req.allreduces_per_layer} ring all-reduce(s) of M bytes per layer, serialised after the memory access (no overlap); "
+        "no LM-head reduction, kernel efficiency or host launch overhead.",
+        "per_device_bytes = (W + KV) / (tp × pp) + workspace: no replication. KV heads fewer than tp ranks, or an MLA latent "
+        "cache, are replicated in practice and need more memory.",
+    )
+    if rec is not None:
+        kvh = fact_value(rec, "kv_heads", required=False)
+        bad = [t for t in tp_list if kvh and t > 1 and (kvh % t and t % kvh)]
+        if kvh and any(t > kvh for t in tp_list):
+            res.assume(f"{req.model} has {int(kvh)} KV heads: at tp > {int(kvh)} the KV is replicated, not split.")
+        if bad:
+            res.assume(f"tp = {', '.join(map(str, bad))} does not divide the {int(kvh)} KV heads evenly.")
+        if str(rec.get("kind")) == "moe" and req.weight_read_bytes is None:
+            res.assume("MoE model: all weights are counted as read per step; give weight_read_bytes for the experts a step touches.")
+    if pp > 1:
+        res.assume("Pipeline stages run one after another for a token: the memory time is not cut by pp, (pp − 1) hand-offs are added; "
+                   "stages are balanced. Throughput with microbatches is bounded by one stage's time.")
+    return res
+
+
+LINK_FIELDS = ("link_alpha_s", "link_bandwidth_bytes_per_s")
+HW_FIELDS = ("hbm_bandwidth_bytes_per_s", "memory_bytes")
+
+
+def _moved(tp: list[int], base_i, var_best, base_comm, base_mem, var_comm, var_mem) -> str:
+    """One sentence on how the variant's choice differs from the base's."""
+    if base_i is None or var_best is None:
+        return "No comparison: in one of the two settings no candidate fits."
+    b0, b1 = tp[base_i], var_best["tp"]
+    if b0 == b1:
+        return f"The best candidate stays at TP={b0}."
+    j = base_i
+    dc, dm = var_comm[j] - base_comm[j], var_mem[j] - base_mem[j]
+    cause = (f"at TP={b0} the all-reduces now take {fmt_s(var_comm[j])} instead of {fmt_s(base_comm[j])}" if abs(dc) >= abs(dm)
+             else f"at TP={b0} the memory time is now {fmt_s(var_mem[j])} instead of {fmt_s(base_mem[j])}")
+    return f"The best candidate moves from TP={b0} to TP={b1}: {cause}."
+
+
+def _what_ifs(req: ParallelSplitRequest, lookup: Lookup, res: Result, base_i, base_comm, base_mem) -> list[dict]:
+    variants = []
+    base = req.model_dump(exclude={"what_if"}, exclude_none=True)
+    for i, w in enumerate(req.what_if):
+        patch = w.model_dump(exclude_unset=True, exclude_none=True, exclude={"label"})
+        merged = dict(base)
+        if "interconnect" in patch:  # a new link replaces explicit link numbers the variant does not restate
+            for k in LINK_FIELDS:
+                merged.pop(k, None)
+        if "hardware" in patch:
+            for k in HW_FIELDS:
+                merged.pop(k, None)
+        merged.update(patch)
+        try:
+            sub_req = ParallelSplitRequest.model_validate(merged)
+            sub = compute(sub_req, lookup)
+        except CalcInputError as e:
+            raise CalcInputError(("what_if", i) + e.loc, e.message) from None
+        except ValidationError as e:  # a combination the base request model refuses
+            err = e.errors()[0]
+            raise CalcInputError(("what_if", i) + tuple(err.get("loc", ())), err.get("msg", "invalid variant")) from None
+        for src in sub.sources:
+            res.cite(src)
+        o = sub.outputs
+        label = w.label or ", ".join(f"{k}={v}" for k, v in patch.items()) or f"variant {i + 1}"
+        best = o["best"]
+        tp_list = req.tp if isinstance(req.tp, list) else [req.tp]
+        as_list = (lambda v: v if isinstance(v, list) else [v])
+        variants.append({"label": label, "step_time_s": o["step_time_s"], "memory_time_s": o["memory_time_s"],
+                         "comm_time_s": o["comm_time_s"], "fits": o["fits"], "best": best, "why": o["why"],
+                         "moved": _moved(tp_list, base_i, best, base_comm, base_mem, as_list(o["comm_time_s"]), as_list(o["memory_time_s"]))})
+        res.step(f"what-if: {label}", "same T(p) with the replaced inputs; best = argmin over candidates that fit",
+                 f"best TP = {best['tp'] if best else '—'}", best["step_time_s"] if best else None, "s")
+    return variants
+
+
+# =========================================================================== queueing
+
+class TpVsPpRequest(CalcRequest):
+    """Same-length requests arriving at random, served FCFS by one group of devices."""
+
+    service_s: PosFloat = Field(description="Service time D of one request on one device, seconds.", examples=[0.2])
+    tp_speedup: PosFloat = Field(description="Speed-up K of tensor parallelism over one device (K < devices in practice).", examples=[1.6])
+    devices: PosInt = Field(2, le=100_000, description="Devices in the group: TP degree, PP stages and replica count alike.")
+    handoff_s: NonNegFloat = Field(0.0, description="Time of one stage hand-off in the pipeline, seconds.")
+    arrival_rate_per_s: NonNegFloatSweep = Field(description="Mean arrival rate λ (Poisson), requests/s. Sweepable.", examples=[[1, 7]])
+
+
+def _md1(lam, S, servers_split: float = 1.0):
+    """Mean wait of an M/D/1 queue with service S and arrival rate lam (inf when unstable)."""
+    rho = lam * S
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = np.where(rho < 1, lam * S * S / (2 * np.where(rho < 1, 1 - rho, 1.0)), np.inf)
+    return w, rho
+
+
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
+def compute_queueing(req: TpVsPpRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    lam = broadcast({"arrival_rate_per_s": req.arrival_rate_per_s})["arrival_rate_per_s"]
+    D, K, n, h = req.service_s, req.tp_speedup, req.devices, req.handoff_s
+    S_tp = D / K
+    S_pp = D / n
+    w_tp, rho_tp = _md1(lam, S_tp)
+    w_pp, rho_pp = _md1(lam, S_pp)
+    w_rep, rho_rep = _md1(lam / n, D)
+    t_tp = S_tp + w_tp
+    t_pp = D + (n - 1) * h + w_pp
+    t_rep = D + w_rep
+    l0 = first(lam)
+    res.step("TP service and capacity", "S = D / K; capacity = K / D", f"{fmt_s(D)} / {num(K)}", S_tp, "s")
+    res.step("TP mean time (M/D/1)", "T = D/K + λ(D/K)² / [2(1 − λD/K)]", f"λ = {num(l0)}/s, S = {fmt_s(S_tp)}", t_tp, "s")
+    res.step("PP mean time (M/D/1 at the bottleneck stage)", "T = D + (s−1)·t_h + λ(D/s)² / [2(1 − λD/s)]; capacity = s / D",
+             f"λ = {num(l0)}/s, s = {n}, D/s = {fmt_s(S_pp)}", t_pp, "s")
+    res.step("replicas mean time (random split)", "T = D + (λ/n)D² / [2(1 − λD/n)]; capacity = n / D", f"λ/n = {num(l0 / n)}/s", t_rep, "s")
+    names = ("tp", "pp", "replicas")
+    times = np.stack([np.broadcast_to(t, lam.shape) for t in (t_tp, t_pp, t_rep)])
+    best = np.where(np.isfinite(np.min(times, axis=0)), np.asarray(names)[np.argmin(times, axis=0)], None)
+    cands = [
+        {"name": "tp", "capacity_per_s": K / D, "service_s": S_tp, "mean_time_s": out(t_tp), "utilisation": out(rho_tp), "stable": out(rho_tp < 1)},
+        {"name": "pp", "capacity_per_s": n / D, "service_s": S_pp, "mean_time_s": out(t_pp), "utilisation": out(rho_pp), "stable": out(rho_pp < 1)},
+        {"name": "replicas", "capacity_per_s": n / D, "service_s": D, "mean_time_s": out(t_rep), "utilisation": out(rho_rep), "stable": out(rho_rep < 1)},
+    ]
+    res.outputs = {"candidates": cands, "tp_mean_time_s": out(t_tp), "pp_mean_time_s": out(t_pp), "replicas_mean_time_s": out(t_rep),
+                   "best": best.tolist()}
+    res.assume(
+        "Poisson arrivals, identical requests (deterministic service), FCFS, one queue per server: M/D/1 mean values, not tails.",
+        "PP stages are balanced (D / s each); only the first stage queues, later stages receive requests already spaced by D / s.",
+        "Replicas need the whole model to fit on one device; arrivals are split at random between them.",
+        "An unstable queue (utilisation ≥ 1) has no finite mean time (null).",
+    )
+    return res
+
+
+CALCULATORS = [
+    Calculator(
+        name="parallel-split",
+        family="parallel_split",
+        families=("network",),
+        title="Tensor-parallel degree (and pipeline stages) for a decode step",
+        summary="Step time of each TP candidate as memory time (W + KV)/(p·B_hbm) plus per-layer ring all-reduces, whether "
+                "it fits in device memory, which term dominates, the best candidate, and why the choice moves with the link.",
+        description="T(p) = (W+KV)/(p·B_hbm) + n_ar·[2(p−1)α + 2(p−1)M/(p·B_link)], n_ar = layers × all-reduces per layer; "
+                    "per_device_bytes = (W+KV)/(p·pp) + workspace; best = lowest T among candidates that fit. With pp > 1, "
+                    "(pp−1) stage hand-offs of tensors × hidden × bytes × tokens are added and the bubble is (pp−1)/(m+pp−1). "
+                    "A first-pass decode model: no overlap, no replication, no kernel efficiency.",
+        request_model=ParallelSplitRequest,
+        compute=compute,
+        example={"weight_bytes": 16.4e9, "kv_bytes": 1207959552, "layers": 36, "hidden_size": 4096,
+                 "hbm_bandwidth_bytes_per_s": 2e12, "memory_bytes": 80e9, "link_alpha_s": 5e-6,
+                 "link_bandwidth_bytes_per_s": 25e9, "tp": [1, 2, 4, 8]},
+        extra_examples=({"model": "qwen3-8b", "context_tokens": 8192, "hbm_bandwidth_bytes_per_s": 2e12,
+                         "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 200e9, "tp": [1, 2, 4, 8]},),
+        cases=("model-parallelism", "model-resource-accounting", "communication-tuning", "collective-paths-and-diagnosis"),
+        sweepable=("tp",),
+        chart=Chart(x="tp", y=("memory_time_s", "comm_time_s", "step_time_s"), x_label="tensor-parallel degree",
+                    y_label="seconds per step"),
+    ),
+    Calculator(
+        name="tp-vs-pp-queueing",
+        family="parallel_split",
+        families=("queueing",),
+        title="TP vs PP vs replicas under random arrivals (M/D/1)",
+        summary="Mean completion time and capacity of tensor parallelism (faster service), pipeline stages (more requests "
+                "in flight) and independent replicas for the same devices, as the arrival rate grows.",
+        description="TP: T = D/K + λ(D/K)²/[2(1−λD/K)], capacity K/D. PP with s balanced stages: T = D + (s−1)t_h + "
+                    "λ(D/s)²/[2(1−λD/s)], capacity s/D. Replicas: each an M/D/1 at λ/n. Means only.",
+        request_model=TpVsPpRequest,
+        compute=compute_queueing,
+        example={"service_s": 0.2, "tp_speedup": 1.6, "devices": 2, "arrival_rate_per_s": [1, 3, 5, 7]},
+        cases=("chunking-and-state-transfer", "model-parallelism"),
+        sweepable=("arrival_rate_per_s",),
+        chart=Chart(x="arrival_rate_per_s", y=("tp_mean_time_s", "pp_mean_time_s", "replicas_mean_time_s"),
+                    x_label="arrivals per second", y_label="mean completion time (s)"),
+    ),
+]

@@ -1,0 +1,208 @@
+"""Serving cost: devices per replica, decode throughput, replicas and cost per million tokens.
+
+Two methods side by side:
+- `bandwidth` (default): a replica needs devices for weights + KV of `batch` sequences at
+  `context_tokens`; one decode step reads the weights once and each sequence's KV once, so a
+  replica yields batch / ((W + batch·KV) / (devices × bandwidth)) tokens/s.
+- `page`: the compendium page's `serving_cost_analysis` heuristic (scaling section of the
+  compendium seed): devices = ceil-ish(1.2 × model size / memory), throughput = 500 / (params in
+  billions × bits / 16) tok/s per device, times the devices. Kept as the page computes it,
+  including its int(x + 0.99) rounding.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from calculators.core import (
+    CalcInputError,
+    CalcRequest,
+    Fraction,
+    Lookup,
+    NonNegFloat,
+    NonNegIntSweep,
+    PosFloat,
+    PosIntSweep,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    fetch,
+    first,
+    fmt_bytes,
+    num,
+    out,
+)
+from calculators.registry import Calculator, Chart
+from calculators.roofline import layer_group_kv
+from calculators.weight_memory import Format, format_bytes, format_label
+
+
+class ServingCostRequest(CalcRequest):
+    method: Literal["bandwidth", "page"] = Field("bandwidth", description="Which method fills the top-level outputs; both are reported under `methods` when their inputs are known.")
+    model: str | None = Field(None, max_length=100, description="Model id (params_total and the KV shape from the store).", examples=["llama-3.1-70b"])
+    params: PosFloat | None = Field(None, description="Parameter count instead of a model id.", examples=[70e9])
+    bytes_per_param: PosFloat = Field(2.0, le=8, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5).")
+    kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token per sequence (default: from the model's layer groups at kv_format; 0 with `params`).")
+    kv_format: Format = Field("bf16", description="KV value format when the KV size comes from the model.")
+    hardware: str | None = Field(None, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
+    memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory in bytes (80 GB = 80e9).")
+    memory_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Device memory bandwidth in B/s.")
+    price_per_device_hour_usd: PosFloat = Field(description="Price of one device for one hour, USD.", examples=[8.0])
+    target_tokens_per_s: PosFloat = Field(description="Output tokens per second the service must deliver.", examples=[1000])
+    batch: PosIntSweep = Field(1, description="Sequences decoded together per replica. Sweepable.", examples=[[1, 16, 64]])
+    context_tokens: NonNegIntSweep = Field(0, description="Average tokens in each sequence's KV cache. Sweepable.", examples=[4096])
+    memory_utilization: Fraction = Field(0.9, description="Usable fraction of device memory for weights + KV (> 0).")
+    bandwidth_efficiency: Fraction = Field(1.0, description="Achieved fraction of memory bandwidth (> 0); 1 = ideal bound.")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if (self.model is None) == (self.params is None):
+            raise ValueError("give exactly one of model, params")
+        if self.hardware and (self.memory_per_device_bytes is not None or self.memory_bandwidth_bytes_per_s is not None):
+            raise ValueError("give hardware or explicit memory/bandwidth, not both")
+        if not self.hardware and self.memory_per_device_bytes is None:
+            raise ValueError("give hardware or memory_per_device_bytes")
+        return self
+
+
+def page_method(params: float, bits: float, mem_gb: float, price: float, target: float) -> dict:
+    """The compendium page's arithmetic, step for step (our reimplementation)."""
+    params_b = params / 1e9
+    model_size_gb = params_b * 1e9 * bits / 8 / 1e9
+    if not (mem_gb > 0 and params_b * bits / 16 > 0 and math.isfinite(model_size_gb * 1.2 / mem_gb)):
+        raise CalcInputError("params", "too small or too large for the page's arithmetic (a division underflows or overflows)")
+    gpus = max(1, int((model_size_gb * 1.2) / mem_gb + 0.99))
+    per_gpu = 500 / (params_b * bits / 16)
+    if not (per_gpu > 0 and math.isfinite(per_gpu) and math.isfinite(target / (per_gpu * gpus))):
+        raise CalcInputError("params", "too small or too large for the page's arithmetic (a division underflows or overflows)")
+    total = per_gpu * gpus
+    replicas = max(1, int(target / total + 0.99))
+    total_gpus = gpus * replicas
+    cost_hr = total_gpus * price
+    cost_m = cost_hr / (total * replicas * 3600 / 1e6)
+    return {"model_size_gb": model_size_gb, "devices_per_replica": gpus, "tokens_per_s_per_device": per_gpu,
+            "tokens_per_s_per_replica": total, "replicas": replicas, "total_devices": total_gpus,
+            "cost_per_hour_usd": cost_hr, "cost_per_mtok_usd": cost_m}
+
+
+def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    rec = None
+    if req.model:
+        rec = fetch(lookup, "model", req.model, "model")
+        params = float(fact_value(rec, "params_total", loc="model"))
+        res.cite(fact_source(rec, "params_total"))
+    else:
+        params = float(req.params)
+    mem, bw = req.memory_per_device_bytes, req.memory_bandwidth_bytes_per_s
+    if req.hardware:
+        hw = fetch(lookup, "hardware", req.hardware, "hardware")
+        mem = float(fact_value(hw, "memory_bytes", loc="hardware"))
+        bw = float(fact_value(hw, "memory_bandwidth_bytes_per_s", loc="hardware"))
+        res.cite(fact_source(hw, "memory_bytes"))
+        res.cite(fact_source(hw, "memory_bandwidth_bytes_per_s"))
+    x = broadcast({"batch": req.batch, "context_tokens": req.context_tokens})
+    b, ctx = x["batch"], x["context_tokens"]
+    W = params * req.bytes_per_param
+    methods: dict = {}
+
+    # ---- bandwidth method
+    if bw is not None:
+        if req.kv_bytes_per_token is not None:
+            kv_tok = req.kv_bytes_per_token
+            kv_seq = kv_tok * ctx
+        elif rec is not None and rec.get("layer_groups"):
+            vals, _ = layer_group_kv(rec["layer_groups"], ctx)
+            kv_seq = format_bytes(vals, req.kv_format)
+            kv_tok = float(format_bytes(layer_group_kv(rec["layer_groups"], 1)[0], req.kv_format))
+            res.assume(f"KV per sequence from {rec.get('id')}'s layer groups in {format_label(req.kv_format)}.")
+        else:
+            kv_tok, kv_seq = 0.0, 0.0 * ctx
+            res.assume("No KV size known: KV cache is taken as zero (give kv_bytes_per_token).")
+        if req.memory_utilization <= 0 or req.bandwidth_efficiency <= 0:
+            raise CalcInputError("memory_utilization" if req.memory_utilization <= 0 else "bandwidth_efficiency", "must be > 0")
+        need = W + b * kv_seq
+        res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
+        usable = mem * req.memory_utilization
+        dev = np.maximum(1.0, np.ceil(need / usable - 1e-12))
+        res.step("devices per replica", "⌈need / (M × utilization)⌉", f"⌈{fmt_bytes(first(need))} / {fmt_bytes(usable)}⌉", dev, "devices")
+        step = need / (dev * bw * req.bandwidth_efficiency)
+        res.step("decode step", "t = (W + batch × KV) / (devices × bandwidth)", f"{fmt_bytes(first(need))} / ({num(first(dev))} × {num(bw / 1e9)} GB/s)", step, "s")
+        tps = res.step("tokens/s per replica", "batch / t", f"{num(first(b))} / {num(first(step))} s", b / step, "tok/s")
+        reps = np.maximum(1.0, np.ceil(req.target_tokens_per_s / tps - 1e-12))
+        res.step("replicas", "⌈target / per-replica⌉", f"⌈{num(req.target_tokens_per_s)} / {num(first(tps))}⌉", reps, "replicas")
+        total = dev * reps
+        cost_h = total * req.price_per_device_hour_usd
+        cost_m = cost_h / (reps * tps * 3600.0) * 1e6
+        res.step("cost per 1M tokens", "cost/h ÷ (replicas × tok/s × 3600) × 1e6",
+                 f"${num(first(cost_h))}/h ÷ ({num(first(reps))} × {num(first(tps))} × 3600) × 1e6", cost_m, "USD")
+        methods["bandwidth"] = {
+            "weight_bytes": W, "kv_bytes_per_token": kv_tok, "kv_bytes_per_sequence": out(kv_seq),
+            "memory_per_replica_bytes": out(need), "devices_per_replica": out(dev), "step_time_s": out(step),
+            "tokens_per_s_per_replica": out(tps), "replicas": out(reps), "total_devices": out(total),
+            "cost_per_hour_usd": out(cost_h), "cost_per_mtok_usd": out(cost_m),
+            "cost_per_mtok_at_target_usd": out(cost_h / (req.target_tokens_per_s * 3600.0) * 1e6),
+            "capacity_utilization": out(req.target_tokens_per_s / (reps * tps)),
+        }
+        res.assume("Bandwidth method: decode is memory-bound; each step reads all weights once (an upper bound for MoE at "
+                   "small batch) and each sequence's KV once, split evenly across the replica's devices; prefill, "
+                   "compute limits and communication are not counted.",
+                   "Cost per 1M tokens is at full capacity of the replicas; cost_per_mtok_at_target_usd divides by the target instead.")
+    elif req.method == "bandwidth":
+        raise CalcInputError("memory_bandwidth_bytes_per_s", "the bandwidth method needs a bandwidth (or a hardware id)")
+
+    # ---- the page's heuristic
+    bits = req.bytes_per_param * 8
+    try:
+        page = page_method(params, bits, mem / 1e9, req.price_per_device_hour_usd, req.target_tokens_per_s)
+    except CalcInputError:
+        if req.method == "page":
+            raise
+        page = None
+    methods["page"] = page
+    if req.method == "page":
+        res.step("model size", "params_B × bits / 8 (GB)", f"{num(params / 1e9)} × {num(bits)} / 8", page["model_size_gb"], "GB")
+        res.step("devices per replica", "max(1, int(1.2 × size / mem_GB + 0.99))",
+                 f"int(1.2 × {num(page['model_size_gb'])} / {num(mem / 1e9)} + 0.99)", page["devices_per_replica"], "devices")
+        res.step("tokens/s per replica", "500 / (params_B × bits / 16) × devices",
+                 f"500 / ({num(params / 1e9)} × {num(bits)} / 16) × {page['devices_per_replica']}", page["tokens_per_s_per_replica"], "tok/s")
+        res.step("replicas", "max(1, int(target / per-replica + 0.99))",
+                 f"int({num(req.target_tokens_per_s)} / {num(page['tokens_per_s_per_replica'])} + 0.99)", page["replicas"], "replicas")
+        res.step("cost per 1M tokens", "cost/h ÷ (per-replica × replicas × 3600 / 1e6)",
+                 f"${num(page['cost_per_hour_usd'])} ÷ ({num(page['tokens_per_s_per_replica'])} × {page['replicas']} × 3600 / 1e6)",
+                 page["cost_per_mtok_usd"], "USD")
+        res.assume("Page method: reproduces the compendium's serving_cost_analysis heuristic as written. Its comment says "
+                   "throughput is normalised to a 7B FP16 model at 500 tok/s, but the formula 500 / (params_B × bits / 16) "
+                   "gives 500 tok/s to a 1B FP16 model; the 1.2 × size headroom stands in for KV cache; int(x + 0.99) is a "
+                   "ceiling that misses fractions below 0.01; batch, context and bandwidth do not enter.")
+    res.outputs = {**methods[req.method], "method": req.method, "methods": methods}
+    return res
+
+
+CALCULATORS = [
+    Calculator(
+        name="serving-cost",
+        family="serving_cost",
+        title="Serving cost per million tokens",
+        summary="Devices per replica (weights + KV at a batch and context must fit), bandwidth-bound decode tokens/s, "
+                "replicas for a target throughput, cost per hour and per 1M tokens; with the compendium page's heuristic side by side.",
+        description="bandwidth: devices = ⌈(W + batch·KV)/(M·utilization)⌉, step = (W + batch·KV)/(devices·B), tok/s = "
+                    "batch/step, replicas = ⌈target/tok/s⌉, cost/1M = cost/h ÷ (replicas·tok/s·3600)·1e6. page: the "
+                    "compendium's serving_cost_analysis (1.2× size headroom, 500/(params_B·bits/16) tok/s per device). "
+                    "Decode only; prefill, compute limits, communication and idle time are not counted.",
+        request_model=ServingCostRequest,
+        compute=compute,
+        example={"params": 70e9, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
+                 "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000,
+                 "batch": [1, 16, 64], "context_tokens": 4096},
+        cases=("single-agent-serving-cost", "workload-and-provisioning", "inference-training-scenarios"),
+        sweepable=("batch", "context_tokens"),
+        chart=Chart(x="batch", y=("cost_per_mtok_usd",), x_label="batch", y_label="USD per 1M tokens"),
+        extra_examples=({"method": "page", "params": 70e9, "bytes_per_param": 2, "memory_per_device_bytes": 80e9,
+                         "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000},),
+    ),
+]

@@ -1,0 +1,167 @@
+"""roofline + energy: the book's Qwen3-8B prefill, GEMM intensities and tiling, and invariants."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from calculators.core import CalcInputError, no_lookup
+from calculators.registry import run
+
+QWEN3_8B = {"layers": 36, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn_size": 12288,
+            "vocab_size": 151936}
+FACT = lambda v: {"value": v, "source": "s", "locator": "t"}
+HW = {"id": "gpu", "memory_bytes": FACT(80e9), "memory_bandwidth_bytes_per_s": FACT(3.35e12), "power_w": FACT(700),
+      "peaks": [{"input_precision": "BF16", "accumulator": "FP32", "unit": "tensor", "sparsity": "structured", "flop_per_s": FACT(1978.9e12)},
+                {"input_precision": "BF16", "accumulator": "BF16", "unit": "vector", "sparsity": "dense", "flop_per_s": FACT(133.8e12)},
+                {"input_precision": "BF16", "accumulator": "FP32", "unit": "tensor", "sparsity": "dense", "flop_per_s": FACT(989.4e12)},
+                {"input_precision": "FP8", "accumulator": "FP32", "unit": "tensor", "sparsity": "dense", "flop_per_s": FACT(1978.9e12)}]}
+
+
+def lk(kind, ident):
+    return {"hardware": {"gpu": HW}}[kind][ident]
+
+
+def calc(body, lookup=no_lookup):
+    return run("roofline", body, lookup)[2].outputs
+
+
+def test_qwen3_8b_prefill_8192():
+    o = calc({"architecture": QWEN3_8B, "phase": "prefill", "tokens": 8192, "include_lm_head": False})
+    assert o["linear_flops"] == 113_799_453_474_816          # 113.799 TFLOPs
+    assert o["attention_flops"] == 19_793_625_219_072        # 19.794 TFLOPs
+    assert o["flops"] == 133_593_078_693_888
+    assert o["causal_pairs"] == 8192 * 8193 / 2
+    assert o["kv_write_bytes"] == 8192 * 147456             # 1.125 GiB of BF16 KV
+    assert o["bound"] is None                                # no device given
+
+
+def test_rag_prefill_at_200_tflops():
+    o = calc({"architecture": QWEN3_8B, "phase": "prefill", "tokens": [1536, 4608], "include_lm_head": False,
+              "peak_flop_per_s": 200e12})
+    assert o["compute_time_s"] == pytest.approx([0.11016817606656, 0.35137806925824], rel=1e-12)
+    assert o["kv_cache_bytes"] == [216 * 2**20, 648 * 2**20]
+
+
+def test_packed_segments_pairs():
+    o = calc({"architecture": QWEN3_8B, "phase": "prefill", "segments": [7168, 1024], "include_lm_head": False})
+    assert o["causal_pairs"] == 26_218_496
+    assert o["attention_flops"] / 36 == 429_563_838_464
+
+
+def test_up_proj_intensity_and_tiling():
+    o = calc({"operation": {"kind": "gemm", "m": 1024, "k": 4096, "n": 12288}})
+    assert o["flops"] == 103_079_215_104 and o["bytes"] == 128 * 2**20 and o["arithmetic_intensity"] == 768
+    t = calc({"operation": {"kind": "gemm", "m": 1024, "k": 4096, "n": 12288, "tile_m": [32, 64, 128],
+                            "tile_n": [32, 64, 128], "tile_k": 32}})
+    assert t["bytes"] == [6_467_616_768, 3_246_391_296, 1_635_778_560]
+    assert t["tile_buffer_bytes"] == [8192, 24576, 81920]
+    assert t["arithmetic_intensity"][0] == pytest.approx(15.937743190661479)
+
+
+def test_attention_head_flops_and_custom_traffic():
+    a = calc({"operation": {"kind": "attention", "queries": 8192, "keys": 8192, "head_dim": 128}})
+    assert a["flops"] == 34_359_738_368 and a["bytes"] == 8 * 2**20
+    c = calc({"operation": {"kind": "custom", "reads": [{"shape": [12288]}], "writes": [{"shape": [12288]}],
+                            "count": [1024, 1]}, "memory_bandwidth_bytes_per_s": 1e12})
+    assert c["memory_time_s"] == pytest.approx([50.331648e-6, 0.049152e-6])
+
+
+def test_hardware_peak_is_dense_precision_matched():
+    r = run("roofline", {"operation": {"kind": "gemm", "m": 8192, "k": 8192, "n": 8192}, "hardware": "gpu"}, lk)[2]
+    assert r.outputs["compute_time_s"] == pytest.approx(2 * 8192**3 / 989.4e12)
+    assert r.outputs["ridge_point"] == pytest.approx(989.4e12 / 3.35e12)
+    assert r.outputs["bound"] == "compute"
+    assert any("dense" in s["field"] and "FP32" in s["field"] for s in r.sources)
+    fp8 = calc({"operation": {"kind": "gemm", "m": 8192, "k": 8192, "n": 8192}, "hardware": "gpu", "precision": "FP8"}, lk)
+    assert fp8["compute_time_s"] == pytest.approx(2 * 8192**3 / 1978.9e12)
+    r4 = run("roofline", {"operation": {"kind": "gemm", "m": 1, "k": 1, "n": 1}, "hardware": "gpu", "precision": "FP4"}, lk)[2]
+    assert "compute_time_s" not in r4.outputs and r4.outputs["bound"] is None      # no FP4 row: bandwidth only, said so
+    assert any("no dense FP4 peak" in a for a in r4.assumptions)
+    with pytest.raises(CalcInputError):   # training needs a peak: missing precision is an error there
+        run("training-compute", {"params": 1e9, "tokens": 1e9, "hardware": "gpu", "precision": "FP4"}, lk)
+
+
+def test_decode_is_memory_bound_and_batch_amortises_weights():
+    o = calc({"architecture": QWEN3_8B, "phase": "decode", "batch": [1, 8, 64], "context_tokens": 4096}
+             | {"hardware": "gpu"}, lk)
+    assert o["bound"] == ["memory", "memory", "memory"]
+    assert o["tokens_per_s"][0] < o["tokens_per_s"][1] < o["tokens_per_s"][2]
+    assert o["kv_read_bytes"][0] == 4096 * 147456
+
+
+def test_moe_decode_reads_only_touched_experts():
+    arch = {"layers": 48, "hidden_size": 2048, "heads": 32, "kv_heads": 4, "head_dim": 128, "vocab_size": 151936,
+            "moe": {"experts": 128, "experts_per_token": 8, "expert_ffn_size": 768}}
+    o = calc({"architecture": arch, "batch": [1, 4096]})
+    assert o["experts_touched_per_layer"][0] == pytest.approx(8)
+    assert o["experts_touched_per_layer"][1] == pytest.approx(128)
+    assert o["weight_bytes"][0] < o["weight_bytes"][1]
+
+
+@settings(max_examples=40)
+@given(b=st.integers(1, 512), ctx=st.integers(0, 100_000))
+def test_more_context_never_faster(b, ctx):
+    base = {"architecture": QWEN3_8B, "batch": b, "peak_flop_per_s": 989e12, "memory_bandwidth_bytes_per_s": 3.35e12}
+    t1 = calc({**base, "context_tokens": ctx})["time_s"]
+    t2 = calc({**base, "context_tokens": ctx + 1000})["time_s"]
+    assert t2 >= t1 and math.isfinite(t1)
+
+
+@settings(max_examples=30)
+@given(m=st.integers(1, 4096), k=st.integers(1, 4096), n=st.integers(1, 4096))
+def test_gemm_flops_linear_in_count(m, k, n):
+    one = calc({"operation": {"kind": "gemm", "m": m, "k": k, "n": n}})
+    three = calc({"operation": {"kind": "gemm", "m": m, "k": k, "n": n, "count": 3}})
+    assert three["flops"] == 3 * one["flops"] and three["bytes"] == pytest.approx(3 * one["bytes"])
+
+
+def test_sweep_matches_scalar_calls():
+    base = {"architecture": QWEN3_8B, "peak_flop_per_s": 989e12, "memory_bandwidth_bytes_per_s": 3.35e12}
+    s = calc({**base, "batch": [1, 32], "context_tokens": [0, 8192]})
+    for i, (b, c) in enumerate([(1, 0), (32, 8192)]):
+        assert s["time_s"][i] == pytest.approx(calc({**base, "batch": b, "context_tokens": c})["time_s"])
+
+
+def test_validation():
+    with pytest.raises(ValidationError):
+        calc({"architecture": QWEN3_8B, "params": 1e9})
+    with pytest.raises(ValidationError):
+        calc({"architecture": QWEN3_8B, "segments": [10], "phase": "decode"})
+    with pytest.raises(ValidationError):
+        calc({"operation": {"kind": "gemm", "m": 0, "k": 1, "n": 1}})
+    with pytest.raises(ValidationError):
+        calc({"operation": {"kind": "gemm", "m": [1, 2], "k": 1, "n": 1}, "peak_flop_per_s": float("inf")})
+    with pytest.raises(CalcInputError):
+        calc({"operation": {"kind": "gemm", "m": 1, "k": 1, "n": 1}, "peak_flop_per_s": 1.0, "compute_efficiency": 0})
+    with pytest.raises(CalcInputError):
+        calc({"operation": {"kind": "gemm", "m": [1, 2], "k": 1, "n": 1, "count": [1, 2, 3]}})
+
+
+# ------------------------------------------------------------------ energy
+
+def energy(body, lookup=no_lookup):
+    return run("energy", body, lookup)[2].outputs
+
+
+def test_energy_from_hardware_power():
+    o = energy({"hardware": "gpu", "devices": 8, "tokens_per_s": 20000, "time_s": 3600}, lk)
+    assert o["energy_j"] == pytest.approx(700 * 8 * 3600)
+    assert o["joules_per_token"] == pytest.approx(700 * 8 / 20000)
+
+
+def test_voltage_squared_and_density():
+    o = energy({"dynamic_power": {"voltage_old_v": 0.85, "voltage_new_v": 0.55}})
+    assert o["power_ratio"] == pytest.approx((0.55 / 0.85) ** 2)
+    d = energy({"dynamic_power": {"power_ratio": 0.75, "area_ratio": 0.6}})
+    assert d["power_density_ratio"] == pytest.approx(1.25)
+    with pytest.raises(ValidationError):
+        energy({"dynamic_power": {"voltage_old_v": 0.85}})
+
+
+@given(p=st.floats(1, 1e5), t=st.floats(0, 1e7))
+def test_energy_linear_in_time(p, t):
+    assert energy({"power_w": p, "time_s": 2 * t})["energy_j"] == pytest.approx(2 * energy({"power_w": p, "time_s": t})["energy_j"])

@@ -1,0 +1,82 @@
+"""serving-cost: the compendium page's four examples and the bandwidth method's invariants."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from calculators.core import CalcInputError, no_lookup
+from calculators.registry import run
+
+
+def calc(body, lookup=no_lookup):
+    return run("serving-cost", body, lookup)[2].outputs
+
+
+def page(params, bits, mem_gb, price):
+    return calc({"method": "page", "params": params, "bytes_per_param": bits / 8, "memory_per_device_bytes": mem_gb * 1e9,
+                 "price_per_device_hour_usd": price, "target_tokens_per_s": 1000})
+
+
+@pytest.mark.parametrize("args, size, gpus, tps, replicas, total, cost_h, cost_m", [
+    ((70e9, 16, 80, 8.0), 140, 3, 21, 47, 141, 1128, 311.11),   # Llama-70B FP16 on H100
+    ((70e9, 8, 80, 8.0), 70, 2, 29, 35, 70, 560, 155.56),       # INT8 on H100
+    ((70e9, 4, 80, 4.0), 35, 1, 29, 35, 35, 140, 38.89),        # INT4 on A100
+    ((8e9, 4, 24, 1.0), 4, 1, 250, 4, 4, 4, 1.11),              # Llama-8B INT4 on A10G
+])
+def test_page_examples_print_as_the_page_would(args, size, gpus, tps, replicas, total, cost_h, cost_m):
+    o = page(*args)
+    assert f"{o['model_size_gb']:.0f}" == str(size)
+    assert o["devices_per_replica"] == gpus and o["replicas"] == replicas and o["total_devices"] == total
+    assert f"{o['tokens_per_s_per_replica']:.0f}" == str(tps)
+    assert f"{o['cost_per_hour_usd']:.0f}" == str(cost_h)
+    assert f"{o['cost_per_mtok_usd']:.2f}" == f"{cost_m:.2f}"
+
+
+BASE = {"params": 70e9, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
+        "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000}
+
+
+def test_bandwidth_method_by_hand():
+    o = calc({**BASE, "batch": 16, "context_tokens": 4096})
+    need = 140e9 + 16 * 327680 * 4096
+    assert o["devices_per_replica"] == 3
+    step = need / (3 * 3.35e12)
+    assert o["tokens_per_s_per_replica"] == pytest.approx(16 / step)
+    assert o["replicas"] == 2
+    assert o["cost_per_mtok_usd"] == pytest.approx(48 / (2 * 16 / step * 3600) * 1e6)
+    assert o["methods"]["page"]["total_devices"] == 141       # both methods side by side
+
+
+def test_store_ids(lookup):
+    o = calc({"model": "llama-3.1-70b", "hardware": "h100-sxm", "price_per_device_hour_usd": 3.0,
+              "target_tokens_per_s": 5000, "batch": 32, "context_tokens": 2048}, lookup)
+    assert o["kv_bytes_per_token"] == 80 * 2 * 8 * 128 * 2       # GQA, BF16
+    assert o["devices_per_replica"] >= 2
+
+
+@settings(max_examples=30)
+@given(b=st.integers(1, 256))
+def test_batch_amortises_weights(b):
+    one = calc({**BASE, "batch": b, "context_tokens": 1024})["tokens_per_s_per_replica"]
+    two = calc({**BASE, "batch": b + 1, "context_tokens": 1024})["tokens_per_s_per_replica"]
+    devices = calc({**BASE, "batch": [b, b + 1], "context_tokens": 1024})["devices_per_replica"]
+    if devices[0] == devices[1]:
+        assert two > one
+
+
+def test_sweep_matches_scalars():
+    s = calc({**BASE, "batch": [1, 64], "context_tokens": [0, 8192]})
+    for i, (b, c) in enumerate([(1, 0), (64, 8192)]):
+        assert s["cost_per_mtok_usd"][i] == pytest.approx(calc({**BASE, "batch": b, "context_tokens": c})["cost_per_mtok_usd"])
+
+
+def test_validation():
+    with pytest.raises(ValidationError):
+        calc({k: v for k, v in BASE.items() if k != "params"})
+    with pytest.raises(ValidationError):
+        calc({**BASE, "price_per_device_hour_usd": 0})
+    with pytest.raises(CalcInputError):
+        calc({k: v for k, v in BASE.items() if k != "memory_bandwidth_bytes_per_s"})
+    assert calc({**{k: v for k, v in BASE.items() if k != "memory_bandwidth_bytes_per_s"}, "method": "page"})["replicas"] == 47

@@ -1,0 +1,117 @@
+"""tp-overhead: per-layer all-reduce cost of tensor parallelism, the book's decode total and the compendium claim."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+from pydantic import ValidationError
+
+from calculators.core import CalcInputError, no_lookup
+from calculators.registry import run
+
+BOOK = {"hidden_size": 4096, "layers": 36, "tokens": 1, "tp": 8, "allreduces_per_layer": 2,
+        "link_alpha_s": 2e-6, "link_bandwidth_bytes_per_s": 50e9}
+
+
+def calc(body, lookup=no_lookup):
+    return run("tp-overhead", body, lookup)[2].outputs
+
+
+def test_tp_decode_allreduce_total_and_sensitivities():
+    o = calc(BOOK)
+    assert o["per_allreduce_s"] == pytest.approx(28.28672e-6, rel=1e-12)
+    assert o["total_s"] == pytest.approx(2.03664384e-3, rel=1e-12)
+    assert o["saved_if_bandwidth_doubles_s"] == pytest.approx(10.32192e-6, rel=1e-12)
+    assert o["saved_if_alpha_halves_s"] == pytest.approx(1.008e-3, rel=1e-12)
+    assert o["dominant"] == "latency" and o["allreduces"] == 72
+
+
+def test_message_sizes_for_decode_and_prefill():
+    o = calc({**BOOK, "tokens": [1, 4, 16, 1024, 8192]})
+    assert o["bytes_per_allreduce"] == [8192, 32768, 131072, 8 * 2**20, 64 * 2**20]
+    assert o["dominant"][0] == "latency" and o["dominant"][-1] == "bandwidth"
+
+
+def test_message_sizes_without_a_link_have_null_times():
+    o = calc({"hidden_size": 4096, "layers": 36, "tokens": 1024, "tp": 8})
+    assert o["bytes_per_allreduce"] == 8 * 2**20 and o["total_s"] is None
+
+
+def test_compendium_claim_is_a_prefill_figure_not_decode():
+    """'NVLink (900 GB/s) ~0.1 ms per layer, PCIe (32 GB/s) ~3 ms; 80 layers: ~8 ms vs ~240 ms' (70B, TP=2, 1 all-reduce/layer).
+
+    With hidden 8192 in FP16 and p = 2 (each rank sends M once) the figures need M ≈ 90–96 MB per all-reduce,
+    i.e. a prefill of ≈5.5–6k tokens, and they take 900 GB/s (NVLink 4's bidirectional aggregate) as one way.
+    A decode step (1 token = 16 KiB) is latency-bound and three orders of magnitude smaller in data movement.
+    """
+    claim = {"hidden_size": 8192, "layers": 80, "tp": 2, "allreduces_per_layer": 1, "link_alpha_s": 0}
+    nv = calc({**claim, "tokens": 5493, "link_bandwidth_bytes_per_s": 900e9})
+    pcie = calc({**claim, "tokens": 5859, "link_bandwidth_bytes_per_s": 32e9})
+    assert nv["per_layer_s"] == pytest.approx(0.1e-3, rel=0.01) and nv["total_s"] == pytest.approx(8e-3, rel=0.01)
+    assert pcie["per_layer_s"] == pytest.approx(3e-3, rel=0.01) and pcie["total_s"] == pytest.approx(240e-3, rel=0.01)
+    one_way = calc({**claim, "tokens": 5493, "link_bandwidth_bytes_per_s": 450e9})
+    assert one_way["total_s"] == pytest.approx(2 * nv["total_s"])  # the one-way NVLink 4 rate doubles it
+    decode = calc({**claim, "tokens": 1, "link_bandwidth_bytes_per_s": 450e9, "link_alpha_s": 3e-6})
+    assert decode["bytes_per_allreduce"] == 16384
+    assert decode["total_bandwidth_part_s"] < 0.01 * decode["total_latency_part_s"]
+    assert decode["per_layer_s"] < 0.1e-3 / 10
+
+
+def test_model_id_supplies_hidden_and_layers():
+    def lookup(kind, ident):
+        if kind == "model" and ident == "m":
+            return {"id": "m", "hidden_size": {"value": 4096, "source": "cfg", "locator": "hidden_size"},
+                    "layers": {"value": 36, "source": "cfg", "locator": "num_hidden_layers"}}
+        raise KeyError(ident)
+    _, _, res = run("tp-overhead", {"model": "m", "tokens": 1, "tp": 8, "link_alpha_s": 2e-6, "link_bandwidth_bytes_per_s": 50e9}, lookup)
+    assert res.outputs["total_s"] == pytest.approx(2.03664384e-3)
+    assert {s["field"] for s in res.sources} == {"hidden_size", "layers"}
+
+
+@settings(max_examples=50)
+@given(n=st.integers(1, 10**6), p=st.integers(1, 512), a=st.floats(0, 1e-4), B=st.floats(1e8, 1e13), L=st.integers(1, 200))
+def test_total_is_layers_times_per_layer_and_parts_add_up(n, p, a, B, L):
+    o = calc({"hidden_size": 4096, "layers": L, "tokens": n, "tp": p, "link_alpha_s": a, "link_bandwidth_bytes_per_s": B})
+    assert o["total_s"] == pytest.approx(L * o["per_layer_s"])
+    assert o["total_s"] == pytest.approx(o["total_latency_part_s"] + o["total_bandwidth_part_s"])
+    assert math.isfinite(o["total_s"])
+    if p == 1:
+        assert o["total_s"] == 0
+
+
+@given(n=st.integers(1, 10**5), k=st.integers(2, 10))
+def test_bandwidth_part_is_linear_in_tokens(n, k):
+    a = calc({**BOOK, "tokens": n})["total_bandwidth_part_s"]
+    b = calc({**BOOK, "tokens": n * k})["total_bandwidth_part_s"]
+    assert b == pytest.approx(k * a)
+
+
+def test_validation():
+    with pytest.raises(CalcInputError):
+        calc({"layers": 36, "tokens": 1, "tp": 8})
+    with pytest.raises(CalcInputError):
+        calc({"hidden_size": 4096, "tokens": 1, "tp": 8})
+    with pytest.raises(ValidationError):
+        calc({**BOOK, "tokens": 0})
+    with pytest.raises(ValidationError):
+        calc({**BOOK, "link_bandwidth_bytes_per_s": 0})
+    with pytest.raises(ValidationError):
+        calc({**BOOK, "algorithm": "butterfly"})
+
+
+def test_compendium_claim_with_store_facts(lookup):
+    """Llama 3.1 70B (hidden, layers from the store) at TP=2 over NVLink 4 and PCIe 4.0 x16, one-way rates from the store."""
+    try:
+        lookup("model", "llama-3.1-70b"), lookup("link", "nvlink4"), lookup("link", "pcie4-x16")
+    except KeyError:
+        pytest.skip("store lacks llama-3.1-70b / nvlink4 / pcie4-x16")
+    body = {"model": "llama-3.1-70b", "tp": 2, "allreduces_per_layer": 1, "link_alpha_s": 0}
+    decode_nv = calc({**body, "tokens": 1, "link": "nvlink4"}, lookup)
+    prefill_nv = calc({**body, "tokens": 6000, "link": "nvlink4"}, lookup)
+    prefill_pcie = calc({**body, "tokens": 6000, "link": "pcie4-x16"}, lookup)
+    assert decode_nv["bytes_per_allreduce"] == 16384
+    assert decode_nv["per_layer_s"] < 1e-6                     # data movement of one token: tens of ns, not 0.1 ms
+    assert 0.1e-3 < prefill_nv["per_layer_s"] < 0.3e-3         # ~0.2 ms at the one-way 450 GB/s
+    assert prefill_pcie["per_layer_s"] == pytest.approx(3.072e-3)
+    assert prefill_pcie["total_s"] == pytest.approx(80 * 3.072e-3)
