@@ -46,12 +46,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        if getattr(app.state, "store", None) is None:
+        # Re-entrant: a second lifespan on the same app (several test clients) reuses what the
+        # first opened and closes nothing it did not open.
+        opened = getattr(app.state, "store", None) is None
+        if opened:
             app.state.store = open_store(settings)
-        app.state.search_index = build_index(app.state.store)
+            app.state.search_index = build_index(app.state.store)
         async with _mcp_lifespan(app):
             yield
-        app.state.store.close()
+        if opened:
+            app.state.store.close()
+            app.state.store = None
 
     app = FastAPI(
         title="AI Infra Casebook", version=settings.version, description=DESCRIPTION, lifespan=lifespan,
@@ -111,12 +116,17 @@ def _include_optional(app: FastAPI) -> None:
 
 @asynccontextmanager
 async def _mcp_lifespan(app: FastAPI):
+    """Run the MCP session manager once per app (its manager cannot be started twice)."""
     runner = getattr(app.state, "mcp_lifespan", None)
-    if runner is None:
+    if runner is None or getattr(app.state, "mcp_running", False):
         yield
-    else:
+        return
+    app.state.mcp_running = True
+    try:
         async with runner():
             yield
+    finally:
+        app.state.mcp_running = False
 
 
 def _is_html(request: Request) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 #: most points drawn per line and bars per chart (longer sweeps are thinned evenly for drawing)
@@ -40,10 +41,12 @@ class ChartData:
     y_label: str
     series: list[Series] = field(default_factory=list)        # line
     bars_x: list[float] = field(default_factory=list)         # stacked-bar: one bar per x
+    bar_labels: list[str] = field(default_factory=list)       # stacked-bar: categorical labels instead of x values
     parts: list[Series] = field(default_factory=list)         # stacked-bar: ys aligned with bars_x
     markers: list[tuple[float, str]] = field(default_factory=list)
     highlight_x: float | None = None
     note: str = ""
+    y_unit: str = ""                 # "s" when the y axis is seconds (ticks read 5 ms, 40 µs)
 
     @property
     def empty(self) -> bool:
@@ -124,9 +127,9 @@ def locate_x(body: dict, x: str) -> XField | None:
     if get_path(body, x) is not MISSING:
         return XField(x)
     for key, value in body.items():
-        if isinstance(value, list) and value and all(isinstance(e, dict) for e in value):
-            if any(get_path(e, x) is not MISSING for e in value):
-                return XField(x, key)
+        if (isinstance(value, list) and value and all(isinstance(e, dict) for e in value)
+                and any(get_path(e, x) is not MISSING for e in value)):
+            return XField(x, key)
     return None
 
 
@@ -209,7 +212,7 @@ def extract(chart, body: dict, outputs: dict, title: str = "", highlight: float 
     x_label = chart.x_label or chart.x
     y_label = chart.y_label or ", ".join(short_key(y) for y in chart.y)
     data = ChartData(chart.kind if chart.kind in ("line", "stacked-bar") else "line", title, x_label, y_label,
-                     highlight_x=highlight)
+                     highlight_x=highlight, y_unit=_unit_of(chart))
     aligned = xf.parent is None
     series: list[Series] = []
     for y in chart.y:
@@ -230,6 +233,43 @@ def extract(chart, body: dict, outputs: dict, title: str = "", highlight: float 
         data.series = series
     data.markers = _markers(chart.marker, outputs)
     return None if data.empty else data
+
+
+def extract_variants(chart, outputs: dict, title: str = "") -> ChartData | None:
+    """Stacked bars of the request against its variants, for a stacked-bar chart whose parts share a
+    parent (`breakdown.upload`, `breakdown.rtt` …) that list elements of the outputs also carry
+    (`what_if[i].breakdown`): the budget of each variant side by side."""
+    if chart.kind != "stacked-bar" or not chart.y:
+        return None
+    parents = {y.rsplit(".", 1)[0] for y in chart.y if "." in y and "*" not in y}
+    if len(parents) != 1 or len(chart.y) != sum(1 for y in chart.y if "." in y):
+        return None
+    parent = parents.pop()
+    leaves = [y.rsplit(".", 1)[1] for y in chart.y]
+    base = get_path(outputs, parent)
+    if not isinstance(base, dict) or not all(_num(base.get(k)) is not None for k in leaves if k in base):
+        return None
+    for key, value in outputs.items():
+        if not (isinstance(value, list) and value and all(isinstance(e, dict) for e in value)):
+            continue
+        if not all(isinstance(get_path(e, parent), dict) for e in value):
+            continue
+        rows = [("your request", base)] + [(element_label(e, i), get_path(e, parent)) for i, e in enumerate(value)]
+        d = ChartData("stacked-bar", title, key.replace("_", " "), chart.y_label or "", y_unit=_unit_of(chart))
+        d.bars_x = [float(i) for i in range(len(rows))]
+        d.bar_labels = [label for label, _ in rows]
+        d.parts = [Series(leaf, d.bars_x, [_num(r.get(leaf)) if isinstance(r, dict) else None for _, r in rows])
+                   for leaf in leaves]
+        d.parts = [p for p in d.parts if any(y for y in p.ys)]
+        return None if d.empty else d
+    return None
+
+
+def _unit_of(chart) -> str:
+    label = (chart.y_label or "").lower()
+    if "second" in label or all(short_key(y).endswith("_s") for y in chart.y):
+        return "s"
+    return ""
 
 
 # --------------------------------------------------------------------------- derived sweeps
@@ -338,11 +378,16 @@ def ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     return out
 
 
-def compact(v: float) -> str:
-    """Tick labels: SI prefixes for large values (k = 10³ … decimal), plain otherwise."""
+def compact(v: float, unit: str = "") -> str:
+    """Tick labels: SI prefixes for large values (k = 10³ … decimal); ms/µs/ns for seconds."""
     a = abs(v)
     if a == 0:
         return "0"
+    if unit == "s":
+        for factor, suffix in ((1.0, " s"), (1e-3, " ms"), (1e-6, " µs"), (1e-9, " ns")):
+            if a >= factor * 0.9999999:
+                return f"{v / factor:.3g}{suffix}"
+        return f"{v:.2e} s"
     for factor, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if a >= factor:
             return f"{v / factor:.3g}{suffix}"
@@ -358,17 +403,37 @@ def _thin(n: int, limit: int) -> list[int]:
     return sorted({round(i * step) for i in range(limit)})
 
 
+def _geometric(xs: list[float]) -> bool:
+    """Are the x values spread by factors (1, 2, 4, 8 …) rather than by steps? Then draw a log axis."""
+    pts = sorted({x for x in xs if math.isfinite(x)})
+    if len(pts) < 3 or pts[0] <= 0 or pts[-1] / pts[0] < 8:
+        return False
+
+    def spread(v: list[float]) -> float:
+        diffs = [b - a for a, b in pairwise(v)]
+        mean = sum(diffs) / len(diffs)
+        return (sum((d - mean) ** 2 for d in diffs) / len(diffs)) ** 0.5 / mean if mean else math.inf
+
+    return spread([math.log(p) for p in pts]) < spread(pts)
+
+
+def _marker(geo: dict, x: float, label: str, hl: bool = False, bar: bool = False) -> None:
+    right_half = x > (geo["left"] + geo["right"]) / 2
+    geo["markers"].append({"x": round(x, 2), "label": label, "hl": hl, "bar": bar,
+                           "tx": round(x - 3 if right_half else x + 3, 2), "anchor": "end" if right_half else "start"})
+
+
 def layout(d: ChartData, width: int = W, height: int = H) -> dict:
     """Geometry for the template: all coordinates in SVG user units."""
     pw, ph = width - ML - MR, height - MT - MB
     geo: dict[str, Any] = {"width": width, "height": height, "left": ML, "top": MT, "right": ML + pw,
                            "bottom": MT + ph, "kind": d.kind, "title": d.title, "x_label": d.x_label,
                            "y_label": d.y_label, "lines": [], "bars": [], "markers": [], "xticks": [],
-                           "yticks": [], "legend": [], "note": d.note}
+                           "yticks": [], "legend": [], "note": d.note, "log_x": False}
     if d.kind == "stacked-bar":
         idx = _thin(len(d.bars_x), MAX_BARS)
         totals = [sum((p.ys[i] or 0.0) for p in d.parts) for i in idx]
-        ymax = max([t for t in totals if t is not None] + [0.0])
+        ymax = max(totals + [0.0])
         yt = ticks(0.0, ymax or 1.0)
         ytop = max(yt[-1], ymax) or 1.0
         sy = lambda v: MT + ph - (v / ytop) * ph
@@ -378,23 +443,25 @@ def layout(d: ChartData, width: int = W, height: int = H) -> dict:
             x0 = ML + k * band + (band - bw) / 2
             acc = 0.0
             xval = d.bars_x[i]
-            hl = d.highlight_x is not None and math.isclose(xval, d.highlight_x, rel_tol=1e-9)
-            marked = any(math.isclose(xval, m, rel_tol=1e-9) for m, _ in d.markers)
+            label = d.bar_labels[i] if i < len(d.bar_labels) else compact(xval)
+            hl = d.highlight_x is not None and not d.bar_labels and math.isclose(xval, d.highlight_x, rel_tol=1e-9)
+            mark = next((lbl for m, lbl in d.markers if not d.bar_labels and math.isclose(xval, m, rel_tol=1e-9)), None)
             for j, p in enumerate(d.parts):
                 v = p.ys[i] or 0.0
                 if v <= 0:
                     continue
                 y1, y0 = sy(acc), sy(acc + v)
                 geo["bars"].append({"x": round(x0, 2), "y": round(y0, 2), "w": round(bw, 2), "h": round(max(y1 - y0, 0.5), 2),
-                                    "cls": f"s{j % 8}", "title": f"{p.name} at {compact(xval)}: {compact(v)}"})
+                                    "cls": f"s{j % 8}", "title": f"{p.name} at {label}: {compact(v, d.y_unit)}"})
                 acc += v
             if len(idx) <= 16 or k % max(1, len(idx) // 8) == 0:
-                geo["xticks"].append({"pos": round(x0 + bw / 2, 2), "label": compact(xval), "hl": hl or marked})
-            if hl or marked:
-                geo["markers"].append({"x": round(x0 + bw / 2, 2), "label": "your request" if hl else
-                                       next(lbl for m, lbl in d.markers if math.isclose(xval, m, rel_tol=1e-9)),
-                                       "bar": True})
-        geo["yticks"] = [{"pos": round(sy(t), 2), "label": compact(t)} for t in yt]
+                geo["xticks"].append({"pos": round(x0 + bw / 2, 2), "label": label, "hl": hl or mark is not None})
+            geo["bars"].append({"total": True, "x": round(x0 + bw / 2, 2), "y": round(sy(acc) - 3, 2),
+                                "label": compact(acc, d.y_unit)} if len(idx) <= 12 and acc > 0 else {"skip": True})
+            if hl or mark is not None:
+                _marker(geo, x0 + bw / 2, "your request" if hl else mark, hl=hl, bar=True)
+        geo["bars"] = [b for b in geo["bars"] if not b.get("skip")]
+        geo["yticks"] = [{"pos": round(sy(t), 2), "label": compact(t, d.y_unit)} for t in yt]
         geo["legend"] = [{"name": p.name, "cls": f"s{j % 8}"} for j, p in enumerate(d.parts)]
         return geo
 
@@ -403,13 +470,9 @@ def layout(d: ChartData, width: int = W, height: int = H) -> dict:
     if not xs_all or not ys_all:
         return geo
     xlo, xhi = min(xs_all), max(xs_all)
-    log_x = xlo > 0 and xhi / xlo >= 20
-    if log_x:
-        lx = lambda v: math.log2(v)
-        a, b = lx(xlo), lx(xhi)
-    else:
-        lx = lambda v: v
-        a, b = xlo, xhi
+    log_x = _geometric(xs_all)
+    lx = math.log2 if log_x else (lambda v: v)
+    a, b = lx(xlo), lx(xhi)
     if a == b:
         a, b = a - 1, b + 1
     sx = lambda v: ML + (lx(v) - a) / (b - a) * pw
@@ -429,29 +492,29 @@ def layout(d: ChartData, width: int = W, height: int = H) -> dict:
                     segments.append(cur)
                 cur = []
                 continue
-            cur.append(f"{sx(x):.2f},{sy(y):.2f}")
+            cur.append((round(sx(x), 2), round(sy(y), 2)))
         if cur:
             segments.append(cur)
         for seg in segments:
-            geo["lines"].append({"points": " ".join(seg), "cls": f"s{j % 8}", "constant": s.constant,
-                                 "dots": [] if len(seg) > 40 or s.constant else [p.split(",") for p in seg],
+            geo["lines"].append({"points": " ".join(f"{x},{y}" for x, y in seg), "cls": f"s{j % 8}",
+                                 "constant": s.constant, "dots": [] if len(seg) > 40 or s.constant else seg,
                                  "title": s.name})
         geo["legend"].append({"name": s.name + (" (constant)" if s.constant else ""), "cls": f"s{j % 8}"})
     if log_x:
         e0, e1 = math.floor(a), math.ceil(b)
-        step = max(1, (e1 - e0) // 8 or 1)
-        xt = [2.0 ** e for e in range(e0, e1 + 1, step) if xlo <= 2.0 ** e <= xhi]
+        step = max(1, math.ceil((e1 - e0) / 8))
+        xt = [2.0 ** e for e in range(e0, e1 + 1, step) if xlo * 0.999999 <= 2.0 ** e <= xhi * 1.000001]
         if len(xt) < 2:
             xt = [xlo, xhi]
     else:
         xt = [t for t in ticks(xlo, xhi, 6) if xlo - 1e-12 <= t <= xhi + 1e-12]
     geo["xticks"] = [{"pos": round(sx(t), 2), "label": compact(t), "hl": False} for t in xt]
-    geo["yticks"] = [{"pos": round(sy(t), 2), "label": compact(t)} for t in yt]
+    geo["yticks"] = [{"pos": round(sy(t), 2), "label": compact(t, d.y_unit)} for t in yt]
     for m, label in d.markers:
         if xlo <= m <= xhi and (not log_x or m > 0):
-            geo["markers"].append({"x": round(sx(m), 2), "label": f"{label}: {compact(m)}", "bar": False})
+            _marker(geo, sx(m), f"{label}: {compact(m)}")
     if d.highlight_x is not None and xlo <= d.highlight_x <= xhi and (not log_x or d.highlight_x > 0):
-        geo["markers"].append({"x": round(sx(d.highlight_x), 2), "label": "your request", "bar": False, "hl": True})
+        _marker(geo, sx(d.highlight_x), "your request", hl=True)
     geo["log_x"] = log_x
     return geo
 
@@ -463,5 +526,5 @@ def table_rows(d: ChartData, limit: int = 60) -> tuple[list[str], list[list[str]
     head = [d.x_label] + [s.name for s in src]
     rows = []
     for i in _thin(len(xs), limit):
-        rows.append([compact(xs[i])] + [("—" if s.ys[i] is None else f"{s.ys[i]:.6g}") if i < len(s.ys) else "—" for s in src])
+        rows.append([d.bar_labels[i] if i < len(d.bar_labels) else f"{xs[i]:.6g}"] + [("—" if s.ys[i] is None else f"{s.ys[i]:.6g}") if i < len(s.ys) else "—" for s in src])
     return head, rows

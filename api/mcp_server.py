@@ -6,6 +6,7 @@ the same outputs, steps and case links. Nothing here writes anything.
 from __future__ import annotations
 
 import inspect
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
@@ -125,4 +126,15 @@ def mount(app) -> None:
         if getattr(route, "path", None) == "/mcp":
             app.router.routes.append(route)
     app.state.mcp_server = server
-    app.state.mcp_lifespan = server.session_manager.run
+
+    @asynccontextmanager
+    async def run_sessions():
+        # The SDK lets a session manager run once per instance, but an app may be started more than
+        # once in a process (test clients, fuzzers); a stateless manager keeps no session between
+        # runs, so its run flag is reset before each start.
+        manager = server.session_manager
+        manager._has_started = False
+        async with manager.run():
+            yield
+
+    app.state.mcp_lifespan = run_sessions

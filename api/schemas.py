@@ -72,16 +72,16 @@ class Link(Open):
     latency_s: Optional[Fact] = None
 
 
-class Stream(Open):
+class ModelStream(Open):
     dim: int
     window: Optional[int] = None
     ratio: int = 1
     name: Optional[str] = None
 
 
-class LayerGroup(Open):
+class ModelLayerGroup(Open):
     count: int
-    streams: list[Stream] = []
+    streams: list[ModelStream] = []
     state_elements: int = 0
     name: Optional[str] = None
 
@@ -105,7 +105,7 @@ class Model(Open):
     params_active: Optional[Fact] = None
     moe: Optional[dict[str, Any]] = None
     mla: Optional[dict[str, Any]] = None
-    layer_groups: list[LayerGroup] = []
+    layer_groups: list[ModelLayerGroup] = []
     layer_groups_provenance: Optional[dict[str, Any]] = None
     notes: Optional[str] = None
 

@@ -27,6 +27,7 @@ from api.service import CalculationFailed, calculate, case_refs, explanation_url
 from calculators.core import fmt_s, num
 from calculators.registry import REGISTRY, Calculator
 from knowledge.coverage import coverage
+from knowledge.store import Page as StorePage
 from knowledge.store import Store
 
 log = logging.getLogger("casebook.site")
@@ -85,9 +86,12 @@ def human(key: str, value: Any) -> Markup | str:
     if not math.isfinite(v):
         return ""
     k = key.lower()
-    if k.endswith("_bytes_per_s"):
+    if v == 0:
+        return ""
+    words = k.split("_")
+    if k.endswith("bytes_per_s"):
         return human_bytes(v, "/s")
-    if k.endswith("_bytes") or k == "bytes" or k.startswith("bytes_") and "_per_" not in k:
+    if "bytes" in words:  # bytes, kv_bytes, bytes_per_token, per_device_bytes_per_request …
         return human_bytes(v)
     if k.endswith("_bits_per_s"):
         return _si(v, "bit/s")
@@ -118,6 +122,14 @@ def unit_key(unit: str) -> str:
     return UNIT_KEYS.get(str(unit or "").strip().lower(), "")
 
 
+def step_reading(value: Any, unit: str) -> Markup | str:
+    """A step value's reading in other units, when it says more than `value unit`."""
+    r = human(unit_key(unit), value)
+    if not r or str(r) == f"{num(value, 8)} {unit}" or str(r) == f"{num(value, 5)} {unit}":
+        return ""
+    return r
+
+
 def show(value: Any) -> str:
     """The number itself, as computed (thousands separators; scientific for extremes)."""
     if value is None:
@@ -131,6 +143,19 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def raw(value: Any) -> str:
+    """A value for a data-value attribute: machine-readable (no separators), lists and objects as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e16 else repr(value)
+    if isinstance(value, (int, str)):
+        return str(value)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def pretty_json(value: Any) -> str:
@@ -208,9 +233,9 @@ def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(("html", "j2")),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters.update(num=lambda v, d=6: num(v, d) if isinstance(v, (int, float)) and not isinstance(v, bool) else show(v),
-                       human=human, show=show, pretty=pretty_json, compact=compact_json, bytes=human_bytes,
+                       human=human, show=show, raw=raw, pretty=pretty_json, compact=compact_json, bytes=human_bytes,
                        seconds=fmt_s, urlq=lambda d: urlencode(d, doseq=True))
-    env.globals.update(reading=human, unit_key=unit_key, is_fact=is_fact, iter_facts=iter_facts, layout=charts.layout, chart_table=charts.table_rows,
+    env.globals.update(reading=human, unit_key=unit_key, step_reading=step_reading, is_fact=is_fact, iter_facts=iter_facts, layout=charts.layout, chart_table=charts.table_rows,
                        isnumber=lambda v: isinstance(v, (int, float)) and not isinstance(v, bool))
     return env
 
@@ -348,7 +373,7 @@ def fact_url(kind: str, rid: str) -> str:
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request):
     store = store_of(request)
-    sections: "OrderedDict[str, dict]" = OrderedDict()
+    sections: OrderedDict[str, dict] = OrderedDict()
     for c in store.all("case"):
         key = c.get("section") or "—"
         sec = sections.setdefault(key, {"section": key, "section_en": c.get("section_en"), "cases": []})
@@ -397,7 +422,7 @@ def case_page(request: Request, slug: str):
             continue
         d = dict(d)
         calc = REGISTRY.get(d.get("calculator") or "")
-        d["recompute_url"] = explanation_url(calc.name, d["request"]) if calc and isinstance(d.get("request"), dict) else None
+        d["recompute_url"] = _recompute_url(d)
         d["calculator_title"] = calc.title if calc else None
         derivations.append(d)
     uses = []
@@ -440,7 +465,10 @@ def hardware_page(request: Request):
         return bad_query_page(request, exc)
     page = store.list("hardware", f, limit, offset, sort, desc, contains={"name": q} if q else None)
     options = {k: distinct(store, "hardware", k) for k in f}
-    return render(request, "hardware_list.html.j2", title="Hardware", twin=twin_url(request), page=page,
+    bf16 = {h["id"]: next((p.get("flop_per_s") for p in h.get("peaks") or []
+                           if str(p.get("input_precision")).upper() == "BF16" and p.get("sparsity") == "dense"), None)
+            for h in page.items}
+    return render(request, "hardware_list.html.j2", title="Hardware", twin=twin_url(request), page=page, bf16=bf16,
                   pager=pager(request, page), sorts=sort_links(request, HARDWARE_SORT), filters={**f, "q": q or ""},
                   options=options, sources=cited_sources(page.items))
 
@@ -619,7 +647,7 @@ def field_specs(calc: Calculator) -> list[dict]:
 
     out = []
     for name, prop in (schema.get("properties") or {}).items():
-        kinds, enum = set(), []
+        kinds, enum, is_array = set(), [], False
         stack = [prop]
         while stack:
             s = deref(stack.pop())
@@ -636,6 +664,7 @@ def field_specs(calc: Calculator) -> list[dict]:
                 continue
             t = s.get("type")
             if t == "array":
+                is_array = True
                 item = deref(s.get("items") or {})
                 kinds.add("list" if item.get("type") in ("number", "integer", "string") and "enum" not in item else "json")
             elif t == "object" or "properties" in s:
@@ -657,6 +686,7 @@ def field_specs(calc: Calculator) -> list[dict]:
                     "default": prop.get("default"), "has_default": "default" in prop, "required": name in required,
                     "kinds": sorted(kinds), "widget": widget, "enum": list(dict.fromkeys(enum)),
                     "sweepable": name in calc.sweepable, "string_only": kinds <= {"string", "enum"},
+                    "array": is_array,
                     "schema": prop})
     return out
 
@@ -672,11 +702,8 @@ def parse_field(spec: dict, raw: str) -> Any:
         return json.loads(raw)
     except ValueError:
         pass
-    if ("list" in spec["kinds"] or spec["sweepable"]) and "," in raw:
-        try:
-            return json.loads(f"[{raw}]")
-        except ValueError:
-            pass
+    if (spec["array"] or spec["sweepable"]) and "," in raw:
+        return [_scalar(part) for part in raw.split(",") if part.strip()]
     if "string" in spec["kinds"] or "enum" in spec["kinds"]:
         return raw
     if spec["widget"] == "textarea":
@@ -684,9 +711,22 @@ def parse_field(spec: dict, raw: str) -> Any:
     return raw  # the request model names the problem
 
 
-def field_text(value: Any) -> str:
+def _scalar(part: str) -> Any:
+    part = part.strip()
+    try:
+        return json.loads(part)
+    except ValueError:
+        return part
+
+
+def field_text(value: Any, widget: str = "input") -> str:
+    """A request value as the text of its form field (what `parse_field` reads back)."""
     if value is None:
         return ""
+    if widget == "textarea":
+        if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (dict, list)) for v in value)):
+            return pretty_json(value)
+        return value if isinstance(value, str) else compact_json(value)
     if isinstance(value, str):
         return value
     if isinstance(value, (dict, list)) and (isinstance(value, dict) or any(isinstance(v, (dict, list)) for v in value)):
@@ -742,33 +782,39 @@ def _request_from_query(request: Request, calc: Calculator, specs: list[dict]) -
     return body, given, None
 
 
+def _field_schema(calc: Calculator, specs: list[dict], name: str) -> dict | None:
+    """JSON schema of a request field, top level or inside a nested object (for sweep ranges)."""
+    schema = next((s["schema"] for s in specs if s["name"] == name), None)
+    if schema is None:
+        for d in (calc.request_model.model_json_schema().get("$defs") or {}).values():
+            if name in (d.get("properties") or {}):
+                return d["properties"][name]
+    return schema
+
+
 def _charts(calc: Calculator, body: dict, envelope: dict, store: Store, specs: list[dict]) -> list[dict]:
-    """Charts of this result: the sweep itself, or sweeps around the request (previews)."""
+    """Charts of this result: its variants side by side, its own sweep, or sweeps around it (previews)."""
     if calc.chart is None:
         return []
     out = []
     try:
+        variants = charts.extract_variants(calc.chart, envelope["outputs"], title=calc.title)
+        if variants:
+            out.append({"data": variants, "caption": "your request and its variants, part by part", "url": None})
         data = charts.extract(calc.chart, body, envelope["outputs"], title=calc.title)
         if data:
-            out.append({"data": data, "caption": f"{calc.chart.y_label or 'outputs'} against {calc.chart.x_label or calc.chart.x}",
-                        "url": None})
+            out.append({"data": data, "caption": "the sweep of your request", "url": None})
             return out
-        schema = next((s["schema"] for s in specs if s["name"] == calc.chart.x), None)
-        if schema is None:  # a field inside a list of objects: look it up in the definitions
-            full = calc.request_model.model_json_schema()
-            for d in (full.get("$defs") or {}).values():
-                if calc.chart.x in (d.get("properties") or {}):
-                    schema = d["properties"][calc.chart.x]
-                    break
-        variants = [None]
+        # one line per value of a field (KV bytes per format); stacked bars keep the request's own value
+        values: list = [None]
         compare = COMPARE.get(calc.name)
-        if compare and compare[0] in {s["name"] for s in specs}:
+        if compare and calc.chart.kind == "line" and compare[0] in {s["name"] for s in specs}:
             current = body.get(compare[0])
-            variants = list(dict.fromkeys(([current] if isinstance(current, str) else []) + list(compare[1])))
-        for caption, derived, current in charts.derived_bodies(calc.chart, body, schema):
-            merged: charts.ChartData | None = None
-            for v in variants:
-                b = dict(derived) if v is None else {**derived, compare[0]: v}
+            values = list(dict.fromkeys(([current] if isinstance(current, str) else []) + list(compare[1])))
+        for caption, derived, current in charts.derived_bodies(calc.chart, body, _field_schema(calc, specs, calc.chart.x)):
+            merged, url = None, None
+            for v in values:
+                b = derived if v is None else {**derived, compare[0]: v}
                 try:
                     env = calculate(calc.name, b, store)
                 except CalculationFailed:
@@ -777,18 +823,16 @@ def _charts(calc: Calculator, body: dict, envelope: dict, store: Store, specs: l
                 if d is None:
                     continue
                 if v is not None:
-                    for s in d.series or d.parts:
-                        s.name = f"{v}" if len(d.series or d.parts) == 1 else f"{s.name} ({v})"
+                    for s in d.series:
+                        s.name = str(v) if len(d.series) == 1 else f"{s.name} ({v})"
                 if merged is None:
-                    merged = d
-                    url = explanation_url(calc.name, b)
+                    merged, url = d, explanation_url(calc.name, b)
                 else:
                     merged.series.extend(d.series)
             if merged is not None:
-                if merged.kind == "stacked-bar" and len(variants) > 1:
-                    merged.note = f"{compare[0]} = {variants[0]}"
-                cap = caption + (f"; one line per {compare[0]}" if len(variants) > 1 and merged.kind == "line" else "")
-                out.append({"data": merged, "caption": cap, "url": url})
+                if len(values) > 1:
+                    caption += f"; one line per {compare[0]}"
+                out.append({"data": merged, "caption": caption, "url": url})
     except Exception:  # a chart must never take the page down: log it and show the numbers without it
         log.exception("chart of %s failed", calc.name)
     return out
@@ -824,13 +868,15 @@ def calculator_page(request: Request, name: str):
             chart_list = _charts(calc, body, envelope, store, specs)
     if problem is not None:
         status = problem.get("status", 422) if status == 200 else status
-    values = {s["name"]: field_text((body or {}).get(s["name"])) for s in specs}
-    fields_url = f"/calculators/{name}?" + urlencode({k: v for k, v in values.items() if v != ""}) if body else None
+    values = {s["name"]: field_text((body or {}).get(s["name"]), s["widget"]) for s in specs}
+    # the permalink carries the body as given (it computed); the envelope's own URL drops defaults
+    permalink = explanation_url(name, body) if envelope is not None else None
     return render(request, "calculator.html.j2", title=calc.title, twin=f"/api/v1/calculators/{name}", status=status,
                   calc=calc, specs=specs, values=values, body=body, body_text=pretty_json(body) if body is not None else
                   request.query_params.get("body", ""), given=given, e=envelope, problem=problem,
                   outputs=flatten_outputs(envelope["outputs"]) if envelope else [], charts=chart_list,
-                  cases=case_refs(store, calc.cases), fields_url=fields_url,
+                  cases=case_refs(store, calc.cases), permalink=permalink,
+                  example_url=explanation_url(name, calc.example),
                   derivations=[d for d in store.all("derivation") if d.get("calculator") == name],
                   sources=[s["source"] for s in (envelope or {}).get("inputs", {}).get("sources", []) if s.get("source")])
 
@@ -850,7 +896,7 @@ def search_page(request: Request):
     index = getattr(request.app.state, "search_index", None)
     if q and index is not None:
         hits, total = index.search(q, set(kinds) or None, limit, offset)
-    page = type("P", (), {"total": total, "limit": limit, "offset": offset, "items": hits})()
+    page = StorePage(hits, total, limit, offset)
     return render(request, "search.html.j2", title=f"Search: {q}" if q else "Search",
                   twin=twin_url(request, "/api/v1/search") if q else None, q=q or "", hits=hits, total=total,
                   pager=pager(request, page), kinds=kinds,
@@ -865,6 +911,20 @@ def coverage_page(request: Request):
                   registered=sorted(REGISTRY))
 
 
+def _recompute_url(rec: dict) -> str | None:
+    """The calculator page recomputing a stored request (None when its calculator is not registered)."""
+    calc = REGISTRY.get(rec.get("calculator") or "")
+    return explanation_url(calc.name, rec["request"]) if calc and isinstance(rec.get("request"), dict) else None
+
+
+def _source_ref(store: Store, sid: Any) -> dict | None:
+    if not isinstance(sid, str):
+        return None
+    src = store.get("source", sid) or {}
+    return {"id": sid, "title": src.get("title", sid), "url": src.get("url"), "date": src.get("date"),
+            "publisher": src.get("publisher")}
+
+
 @router.get("/claims", response_class=HTMLResponse)
 def claims_page(request: Request):
     store = store_of(request)
@@ -877,8 +937,9 @@ def claims_page(request: Request):
         if verdict and str(c.get("verdict", "")).lower() != verdict.lower():
             continue
         c = dict(c)
-        calc = REGISTRY.get(c.get("calculator") or "")
-        c["recompute_url"] = explanation_url(calc.name, c["request"]) if calc and isinstance(c.get("request"), dict) else None
+        c["recompute_url"] = _recompute_url(c)
+        c["alternatives"] = [{**a, "recompute_url": _recompute_url(a)} for a in c.get("alternatives") or []
+                             if isinstance(a, dict)]
         claims.append(c)
     return render(request, "claims.html.j2", title="Audited claims", twin=twin_url(request), claims=claims,
                   verdicts=distinct(store, "claim", "verdict"), verdict=verdict or "", sources=cited_sources(claims))
@@ -891,7 +952,16 @@ def glossary_page(request: Request):
         kind = q_str(request, "kind", 100)
     except BadQuery as exc:
         return bad_query_page(request, exc)
-    entries = [g for g in store.all("glossary") if not kind or str(g.get("kind", "")).lower() == kind.lower()]
+    entries = []
+    for g in store.all("glossary"):
+        if kind and str(g.get("kind", "")).lower() != kind.lower():
+            continue
+        g = dict(g)
+        papers = [g.get("paper")] + list(g.get("also_papers") or [])
+        g["paper_refs"] = [r for r in (_source_ref(store, p) for p in papers) if r]
+        g["seen_in_ref"] = _source_ref(store, g.get("seen_in"))
+        g["calculators"] = [c for c in g.get("related_calculators") or [] if c in REGISTRY]
+        entries.append(g)
     return render(request, "glossary.html.j2", title="Glossary", twin=twin_url(request), entries=entries,
                   kinds=distinct(store, "glossary", "kind"), kind=kind or "", sources=cited_sources(entries))
 
@@ -923,6 +993,7 @@ def render_not_found(request: Request, exc: NotFound | None) -> HTMLResponse:
     try:
         return render(request, "not_found.html.j2", title="Not found", twin=twin, status=404, detail=detail, back=back)
     except Exception:  # the store may be closed while shutting down; a plain page still answers 404
+        log.exception("404 page could not be rendered")
         return HTMLResponse(f"<!doctype html><title>Not found</title><h1>Not found</h1><p>{escape(detail)}</p>",
                             status_code=404)
 

@@ -25,7 +25,7 @@ class Compression(CalcRequest):
     codec_s: NonNegFloat = Field(0.0, description="Extra seconds spent encoding and decoding, on the critical path.")
 
 
-class WhatIf(CalcRequest):
+class EdgeWhatIf(CalcRequest):
     """A partial request: every field given replaces the base request's value."""
 
     label: str | None = Field(None, max_length=200, description="Name shown for this variant.")
@@ -50,7 +50,7 @@ class EdgeTransferRequest(CalcRequest):
     processing_s: NonNegFloatSweep = Field(0.0, description="Cloud (or any other serial) work per round, seconds. Sweepable.", examples=[0.3])
     compression: Compression | None = Field(None, description="Optional upload compression.")
     rounds: PosInt = Field(1, description="Serially dependent rounds (agent loop steps).")
-    what_if: list[WhatIf] = Field(default_factory=list, max_length=50, description="Variants to compare with the base.")
+    what_if: list[EdgeWhatIf] = Field(default_factory=list, max_length=50, description="Variants to compare with the base.")
 
 
 def _terms(upload_bytes, download_bytes, up_bps, down_bps, rtt_s, processing_s, compression) -> dict:

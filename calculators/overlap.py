@@ -69,7 +69,7 @@ class StageOverride(StageFields):
     scale: PosFloat | None = Field(None, le=1e9, description="Multiply this stage's time per item (0.5 = twice as fast).")
 
 
-class WhatIf(CalcRequest):
+class OverlapWhatIf(CalcRequest):
     """A partial request: fields given replace the base request's; `stages` patches named stages."""
 
     label: str | None = Field(None, max_length=200)
@@ -95,7 +95,7 @@ class OverlapRequest(CalcRequest):
     scratch_bytes: NonNegFloat = Field(0.0, description="Extra working memory counted with the staging buffers.")
     memory_budget_bytes: PosFloat | None = Field(None, description="Memory for staging buffers + scratch; reports whether they fit.")
     budget_s: PosFloat | None = Field(None, description="Time budget; reports whether the makespan fits and the margin.")
-    what_if: list[WhatIf] = Field(default_factory=list, max_length=20, description="Variants to compare with the base.")
+    what_if: list[OverlapWhatIf] = Field(default_factory=list, max_length=20, description="Variants to compare with the base.")
 
     @model_validator(mode="after")
     def _names(self):

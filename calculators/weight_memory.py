@@ -128,7 +128,7 @@ class MLASpec(CalcRequest):
     v_head_dim: PosInt = Field(128, description="Value width per head.")
 
 
-class Architecture(CalcRequest):
+class ShapeArchitecture(CalcRequest):
     """Explicit transformer shapes (the same names as the store's model records)."""
 
     layers: PosInt = Field(description="Transformer layers.", examples=[36])
@@ -196,7 +196,7 @@ class Arch:
         return 2 * self.kv_heads * self.head_dim
 
 
-def arch_from_request(a: Architecture) -> Arch:
+def arch_from_request(a: ShapeArchitecture) -> Arch:
     heads = a.heads
     head_dim = a.head_dim or (a.hidden_size // heads if heads else 0)
     kv = a.kv_heads or heads
@@ -345,7 +345,7 @@ class WeightMemoryRequest(CalcRequest):
     """Exactly one of `model`, `architecture`, `params`, `tensors` describes what is stored."""
 
     model: str | None = Field(None, max_length=100, description="Model id in the store (e.g. qwen3-8b).", examples=["qwen3-8b"])
-    architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
+    architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="Explicit parameter count (e.g. 235e9 for a '235B' label). Sweepable.", examples=[235e9])
     tensors: list[TensorSpec] | None = Field(None, min_length=1, max_length=200, description="Explicit tensors (one group), repeated `copies` times.")
     copies: PosInt = Field(1, description="Repeat the `tensors` group this many times (e.g. layers).")
@@ -571,3 +571,6 @@ CALCULATORS = [
                         {"tensors": [{"name": "gate_proj", "shape": [12288, 4096]}], "devices": [4, 8]}),
     ),
 ]
+
+
+Architecture = ShapeArchitecture  # the name other modules import

@@ -166,3 +166,11 @@ def test_openapi_operation_ids_read_as_function_names(client):
     assert {"list_models", "get_model", "list_hardware", "get_hardware", "list_cases", "get_case", "search",
             "kv_cache", "parallel_split", "lora", "routing_cost", "edge_transfer"} <= set(ids)
     assert all(op.get("summary") and op.get("description") for op in ops)
+
+
+def test_openapi_schema_names_are_unique(client):
+    """Generated clients need one model per name: no Input/Output splits, no module-path names."""
+    comps = client.get("/openapi.json").json()["components"]["schemas"]
+    titles = [v.get("title", k) for k, v in comps.items()]
+    assert len(titles) == len(set(titles)), sorted(t for t in titles if titles.count(t) > 1)
+    assert not [k for k in comps if k.endswith(("-Input", "-Output")) or "__" in k]
