@@ -83,7 +83,7 @@ def calculate(name: str, body: Any, store) -> dict:
     except (ArithmeticError, ValueError) as exc:  # a calculator bug on accepted input: say so, never hide it
         raise CalculationFailed(500, problem_body(500, "Calculator error", f"{name} failed on a valid request: {exc}",
                                                   kind="calculator-bug")) from None
-    body_json = request.model_dump(mode="json", exclude_defaults=True)
+    body_json = request.model_dump(mode="json", exclude_unset=True)
     inputs = dict(result.inputs)
     inputs["sources"] = _enrich_sources(store, result.sources)
     return {

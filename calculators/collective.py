@@ -16,7 +16,7 @@ bandwidth. Three calculators live here:
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -163,9 +163,9 @@ class FollowUp(CalcRequest):
     label: str | None = Label
     operation: Operation = Field(description="Collective operation.", examples=["all_to_all"])
     algorithm: Algorithm = Field("ring", description="ring | tree | direct (see the calculator description).")
-    ranks: PosInt | None = Field(None, le=1_000_000, description="Participants; default: the main collective's ranks (first point).")
+    ranks: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(None, description="Participants; default: the main collective's ranks (first point).")
     message_bytes: NonNegFloat = Field(description="Full logical buffer M in bytes (same convention as the main field).", examples=[3072])
-    count: PosInt = Field(1, le=1_000_000, description="How many identical collectives of this kind run one after another.")
+    count: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="How many identical collectives of this kind run one after another.")
 
 
 class CollectiveRequest(CalcRequest):
@@ -185,10 +185,10 @@ class CollectiveRequest(CalcRequest):
                                                         "Without any bandwidth only byte counts are returned. Sweepable.",
                                                         examples=[50e9])
     link: str | None = Field(None, max_length=100, description="Link id (e.g. nvlink4) supplying B and α when not given.", examples=["nvlink4"])
-    nics: PosInt = Field(1, le=1024, description="Ports striped per rank; bandwidth becomes nics × B / (1 + nic_imbalance).")
-    nic_imbalance: NonNegFloat = Field(0.0, le=1000, description="Extra share carried by the busiest port: 0.2 = 20 % above an even split.")
-    chunks: PosInt = Field(1, le=1_000_000, description="Pipeline chunks for ring (chain) broadcast / reduce.")
-    count: PosInt = Field(1, le=1_000_000, description="Identical collectives run one after another (e.g. 2 per layer).")
+    nics: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="Ports striped per rank; bandwidth becomes nics × B / (1 + nic_imbalance).")
+    nic_imbalance: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = Field(0.0, description="Extra share carried by the busiest port: 0.2 = 20 % above an even split.")
+    chunks: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Pipeline chunks for ring (chain) broadcast / reduce.")
+    count: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Identical collectives run one after another (e.g. 2 per layer).")
     then: list[FollowUp] = Field(default_factory=list, max_length=50, description="Further collectives run serially after these, same link.")
 
 
@@ -309,12 +309,12 @@ class Hop(Rate):
 
     label: str | None = Label
     latency_s: NonNegFloat | None = Field(None, description="Start-up / propagation latency of this hop, seconds (default: link latency or 0).")
-    count: PosInt = Field(1, le=10_000, description="Identical hops in series (e.g. 15 mesh hops).")
+    count: Annotated[int, Field(ge=1, le=10_000)] = Field(1, description="Identical hops in series (e.g. 15 mesh hops).")
 
 
 class Path(CalcRequest):
     label: str | None = Label
-    count: PosInt = Field(1, le=1_000_000, description="Identical parallel copies of this path (e.g. 3 NICs).")
+    count: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Identical parallel copies of this path (e.g. 3 NICs).")
     hops: list[Hop] = Field(min_length=1, max_length=50, description="Hops in series; the slowest sets the path's rate.")
 
 
@@ -335,13 +335,13 @@ class Load(Rate):
 class Plan(CalcRequest):
     label: str | None = Label
     payload_bytes: NonNegFloat | None = Field(None, description="Overrides the top-level payload for this plan, bytes.")
-    copies: PosInt = Field(1, le=1_000_000, description="Copies of the payload sent (fan-out from one sender): bytes × copies.")
-    rounds: PosInt = Field(1, le=1_000_000, description="Serially dependent repetitions of the whole transfer.")
+    copies: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Copies of the payload sent (fan-out from one sender): bytes × copies.")
+    rounds: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Serially dependent repetitions of the whole transfer.")
     paths: list[Path] = Field(min_length=1, max_length=50, description="Parallel paths; bytes are split in proportion to their rates.")
     caps: list[Cap] = Field(default_factory=list, max_length=50, description="Shared resources capping the summed rate.")
     loads: list[Load] = Field(default_factory=list, max_length=50, description="Concurrent resources with their own byte counts.")
-    imbalance: NonNegFloat = Field(0.0, le=1000, description="Busiest stripe carries (1 + imbalance) × its fair share (needs ≥ 2 stripes).")
-    chunks: PosInt | None = Field(None, le=1_000_000, description="None: ideal streaming (Σ latency + bytes / slowest rate). "
+    imbalance: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = Field(0.0, description="Busiest stripe carries (1 + imbalance) × its fair share (needs ≥ 2 stripes).")
+    chunks: Annotated[int, Field(ge=1, le=1_000_000)] | None = Field(None, description="None: ideal streaming (Σ latency + bytes / slowest rate). "
                                   "1: store-and-forward (each hop waits for the whole payload). c > 1: pipelined in c chunks.")
 
 
@@ -387,15 +387,14 @@ def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
         # ---- paths: rate = slowest hop, latency = sum of hop latencies
         hops_all, path_bw, path_lat, path_cnt, path_names, slow_hop = [], [], [], [], [], []
         for j, path in enumerate(plan.paths):
-            hops, lat_of = [], []
+            hops = []  # (rate, latency, label, identical hops in series)
             for k, hop in enumerate(path.hops):
                 bw, link_lat = _rate(lookup, res, hop, ploc + ("paths", j, "hops", k))
                 lat = hop.latency_s if hop.latency_s is not None else (link_lat or 0.0)
-                hops.extend([(bw, lat, _label(hop, hop.link or f"hop {k + 1}"))] * hop.count)
-                lat_of.append((lat, hop))
+                hops.append((bw, lat, _label(hop, hop.link or f"hop {k + 1}"), hop.count))
             bws = [h[0] for h in hops]
             path_bw.append(min(bws))
-            path_lat.append(float(sum(hop_lat * hop.count for hop_lat, hop in lat_of)))
+            path_lat.append(float(sum(h[1] * h[3] for h in hops)))
             slow_hop.append(hops[int(np.argmin(bws))][2])
             path_cnt.append(path.count)
             path_names.append(_label(path, f"path {j + 1}"))
@@ -419,13 +418,14 @@ def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
                 share = P / stripes
             else:
                 share = P * (path_bw[j] / uncapped) * (1.0 + imb)
-            rates = [h[0] * scale if np.isfinite(h[0]) else cap_min / inf_stripes for h in hops]
+            # an unlimited hop costs nothing, unless the whole path is unlimited: then only the caps limit it
+            rates = [h[0] * scale if np.isfinite(h[0]) else (cap_min / inf_stripes if np.isinf(uncapped) else np.inf) for h in hops]
             with np.errstate(divide="ignore", invalid="ignore"):
                 if plan.chunks is None:
                     tp = path_lat[j] + np.where(share > 0, share / (min(rates)), 0.0)
                 else:
                     stages = [h[1] + np.where(share > 0, share / plan.chunks / r, 0.0) for h, r in zip(hops, rates)]
-                    tp = sum(stages) + (plan.chunks - 1) * np.maximum.reduce(stages)
+                    tp = sum(st * h[3] for st, h in zip(stages, hops)) + (plan.chunks - 1) * np.maximum.reduce(stages)
             path_times.append(tp)
             paths_out.append({"label": path_names[j], "count": path_cnt[j], "bytes_per_s": out(path_bw[j] * scale),
                               "share_bytes": out(share), "latency_s": path_lat[j], "time_s": out(tp), "slowest_hop": slow_hop[j]})
@@ -476,10 +476,10 @@ def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
         if plan.chunks is None:
             form, sub = "t = Σ hop latency + bytes / B", f"{fmt_s(max(path_lat))} + {fmt_bytes(first(P))} / {fmt_rate(aggregate)}"
         elif plan.chunks == 1:
-            form, sub = "t = Σ_hops (latency + bytes / rate)  (store-and-forward)", f"{len(hops_all[jslow])} hops, {fmt_bytes(first(P))}"
+            form, sub = "t = Σ_hops (latency + bytes / rate)  (store-and-forward)", f"{sum(h[3] for h in hops_all[jslow])} hops, {fmt_bytes(first(P))}"
         else:
             form = "t = Σ stages + (c − 1) × max stage, stage = latency + (bytes / c) / rate"
-            sub = f"c = {plan.chunks}, {len(hops_all[jslow])} hops, {fmt_bytes(first(P))}"
+            sub = f"c = {plan.chunks}, {sum(h[3] for h in hops_all[jslow])} hops, {fmt_bytes(first(P))}"
         if load_times:
             form += "; one round = max(path time, load bytes / load rate)"
         if plan.rounds > 1:

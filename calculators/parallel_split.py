@@ -11,6 +11,8 @@ so TP wins at low load and PP (higher capacity) wins near saturation.
 """
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from pydantic import Field, ValidationError
 
@@ -33,33 +35,33 @@ class ParallelSplitRequest(CalcRequest):
     hardware: str | None = Field(None, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
     interconnect: str | None = Field(None, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency.", examples=["nvlink4"])
     weight_bytes: NonNegFloat | None = Field(None, description="Weight bytes W of the whole model (overrides the model).", examples=[16.4e9])
-    weight_bytes_per_param: PosFloat | None = Field(None, le=16, description="Bytes per parameter when W comes from a model (default from its weight_dtype).")
+    weight_bytes_per_param: Annotated[float, Field(gt=0, le=16, allow_inf_nan=False)] | None = Field(None, description="Bytes per parameter when W comes from a model (default from its weight_dtype).")
     weight_read_bytes: NonNegFloat | None = Field(None, description="Weight bytes read per step if not all of W (MoE: active experts). Default W.")
     kv_bytes: NonNegFloat | None = Field(None, description="KV/state bytes of the whole batch (overrides model × context_tokens × batch). Default 0.",
                                          examples=[1207959552])
-    kv_bytes_per_value: PosFloat = Field(2.0, le=16, description="Bytes per cached value when KV comes from the model (BF16 = 2).")
-    layers: PosInt | None = Field(None, le=100_000, description="Layers (overrides the model).", examples=[36])
-    hidden_size: PosInt | None = Field(None, le=10**7, description="Hidden size (overrides the model); sets message and hand-off bytes.")
+    kv_bytes_per_value: Annotated[float, Field(gt=0, le=16, allow_inf_nan=False)] = Field(2.0, description="Bytes per cached value when KV comes from the model (BF16 = 2).")
+    layers: Annotated[int, Field(ge=1, le=100_000)] | None = Field(None, description="Layers (overrides the model).", examples=[36])
+    hidden_size: Annotated[int, Field(ge=1, le=10**7)] | None = Field(None, description="Hidden size (overrides the model); sets message and hand-off bytes.")
     hbm_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Effective memory bandwidth per device, bytes/s (overrides hardware).", examples=[2e12])
     memory_bytes: PosFloat | None = Field(None, description="Usable memory per device, bytes (overrides hardware). Without it every candidate fits.")
     link_alpha_s: NonNegFloat | None = Field(None, description="α of the TP link per dependent round, seconds (overrides the link).", examples=[1e-6])
     link_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="One-way TP link bandwidth per rank, bytes/s (overrides the link).", examples=[200e9])
-    allreduces_per_layer: NonNegInt = Field(2, le=1000, description="All-reduces per layer (attention + MLP = 2).")
+    allreduces_per_layer: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="All-reduces per layer (attention + MLP = 2).")
     message_bytes: NonNegFloat | None = Field(None, description="Bytes M of each all-reduce. Default hidden × step_tokens × activation_bytes.", examples=[8192])
-    activation_bytes: PosFloat = Field(2.0, le=64, description="Bytes per activation value (BF16 = 2).")
+    activation_bytes: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] = Field(2.0, description="Bytes per activation value (BF16 = 2).")
     tp: PosIntSweep = Field(description="Tensor-parallel candidates p (a list is the sweep; outputs follow its order).", examples=[[1, 2, 4, 8]])
-    pp: PosInt = Field(1, le=10_000, description="Pipeline stages; each holds layers/pp of the model.")
-    batch: PosInt = Field(1, le=10**9, description="Sequences in the step (decode: one new token each).")
-    context_tokens: NonNegInt | None = Field(None, le=10**9, description="Tokens of history per sequence (sizes the KV from the model).", examples=[8192])
-    step_tokens: PosInt | None = Field(None, le=10**9, description="Tokens processed in the step (default batch; a prefill chunk for prefill).")
+    pp: Annotated[int, Field(ge=1, le=10_000)] = Field(1, description="Pipeline stages; each holds layers/pp of the model.")
+    batch: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Sequences in the step (decode: one new token each).")
+    context_tokens: Annotated[int, Field(ge=0, le=10**9)] | None = Field(None, description="Tokens of history per sequence (sizes the KV from the model).", examples=[8192])
+    step_tokens: Annotated[int, Field(ge=1, le=10**9)] | None = Field(None, description="Tokens processed in the step (default batch; a prefill chunk for prefill).")
     workspace_bytes: NonNegFloat = Field(0.0, description="Extra bytes per device (activations, workspace, runtime).")
     flops_per_token: NonNegFloat | None = Field(None, description="FLOPs per token of the whole model (≈ 2 × active params); with flop_per_s adds a compute time.")
     flop_per_s: PosFloat | None = Field(None, description="Effective FLOP/s per device.")
     pp_link: str | None = Field(None, max_length=100, description="Link id between pipeline stages (default: the TP link).")
     pp_link_alpha_s: NonNegFloat | None = Field(None, description="α of a stage hand-off, seconds (default: the TP link's α).")
     pp_link_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="One-way bandwidth between stages, bytes/s (default: the TP link).")
-    handoff_tensors: PosInt = Field(1, le=16, description="Tensors of [tokens, hidden] handed to the next stage (hidden_states + residual = 2).")
-    microbatches: PosInt | None = Field(None, le=10**6, description="Microbatches in flight through the pipeline (gives the bubble fraction).")
+    handoff_tensors: Annotated[int, Field(ge=1, le=16)] = Field(1, description="Tensors of [tokens, hidden] handed to the next stage (hidden_states + residual = 2).")
+    microbatches: Annotated[int, Field(ge=1, le=10**6)] | None = Field(None, description="Microbatches in flight through the pipeline (gives the bubble fraction).")
     what_if: list[SplitWhatIf] = Field(default_factory=list, max_length=20, description="Variants (another link, device, batch) "
                                        "recomputed over the same candidates; each reports its step times and best tp.")
 
@@ -75,12 +77,12 @@ class SplitWhatIf(CalcRequest):
     hbm_bandwidth_bytes_per_s: PosFloat | None = None
     memory_bytes: PosFloat | None = None
     kv_bytes: NonNegFloat | None = None
-    batch: PosInt | None = Field(None, le=10**9)
-    context_tokens: NonNegInt | None = Field(None, le=10**9)
-    step_tokens: PosInt | None = Field(None, le=10**9)
+    batch: Annotated[int, Field(ge=1, le=10**9)] | None = Field(None)
+    context_tokens: Annotated[int, Field(ge=0, le=10**9)] | None = Field(None)
+    step_tokens: Annotated[int, Field(ge=1, le=10**9)] | None = Field(None)
     message_bytes: NonNegFloat | None = None
-    allreduces_per_layer: NonNegInt | None = Field(None, le=1000)
-    pp: PosInt | None = Field(None, le=10_000)
+    allreduces_per_layer: Annotated[int, Field(ge=0, le=1000)] | None = Field(None)
+    pp: Annotated[int, Field(ge=1, le=10_000)] | None = Field(None)
     workspace_bytes: NonNegFloat | None = None
 
 
@@ -333,8 +335,11 @@ def _moved(tp: list[int], base_i, var_best, base_comm, base_mem, var_comm, var_m
     if b0 == b1:
         return f"The best candidate stays at TP={b0}."
     j = base_i
-    dc, dm = var_comm[j] - base_comm[j], var_mem[j] - base_mem[j]
-    cause = (f"at TP={b0} the all-reduces now take {fmt_s(var_comm[j])} instead of {fmt_s(base_comm[j])}" if abs(dc) >= abs(dm)
+    num_ = (lambda v: float("inf") if v is None else float(v))  # null (infinite) times compare as inf
+    var_comm, var_mem = [num_(v) for v in var_comm], [num_(v) for v in var_mem]
+    with np.errstate(invalid="ignore"):
+        dc, dm = np.float64(var_comm[j]) - base_comm[j], np.float64(var_mem[j]) - base_mem[j]
+    cause = (f"at TP={b0} the all-reduces now take {fmt_s(var_comm[j])} instead of {fmt_s(base_comm[j])}" if not abs(dc) < abs(dm)
              else f"at TP={b0} the memory time is now {fmt_s(var_mem[j])} instead of {fmt_s(base_mem[j])}")
     return f"The best candidate moves from TP={b0} to TP={b1}: {cause}."
 
@@ -382,7 +387,7 @@ class TpVsPpRequest(CalcRequest):
 
     service_s: PosFloat = Field(description="Service time D of one request on one device, seconds.", examples=[0.2])
     tp_speedup: PosFloat = Field(description="Speed-up K of tensor parallelism over one device (K < devices in practice).", examples=[1.6])
-    devices: PosInt = Field(2, le=100_000, description="Devices in the group: TP degree, PP stages and replica count alike.")
+    devices: Annotated[int, Field(ge=1, le=100_000)] = Field(2, description="Devices in the group: TP degree, PP stages and replica count alike.")
     handoff_s: NonNegFloat = Field(0.0, description="Time of one stage hand-off in the pipeline, seconds.")
     arrival_rate_per_s: NonNegFloatSweep = Field(description="Mean arrival rate λ (Poisson), requests/s. Sweepable.", examples=[[1, 7]])
 

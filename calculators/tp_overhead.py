@@ -8,6 +8,8 @@ while a prefill of thousands of tokens is bound by bandwidth (cases `collective-
 """
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from pydantic import Field
 
@@ -24,13 +26,13 @@ class TpOverheadRequest(CalcRequest):
     """All-reduce cost of tensor parallelism for one forward pass over `tokens`."""
 
     model: str | None = Field(None, max_length=100, description="Model id supplying hidden_size and layers.", examples=["qwen3-8b"])
-    hidden_size: PosInt | None = Field(None, le=10**7, description="Hidden size d (values per token row); overrides the model.", examples=[4096])
-    layers: PosInt | None = Field(None, le=100_000, description="Transformer layers; overrides the model.", examples=[36])
+    hidden_size: Annotated[int, Field(ge=1, le=10**7)] | None = Field(None, description="Hidden size d (values per token row); overrides the model.", examples=[4096])
+    layers: Annotated[int, Field(ge=1, le=100_000)] | None = Field(None, description="Transformer layers; overrides the model.", examples=[36])
     tokens: PosIntSweep = Field(description="Tokens in the step whose activations are reduced: the batch for decode (1 token each), "
                                 "the prompt length for prefill. Sweepable.", examples=[1])
-    activation_bytes: PosFloat = Field(2.0, le=64, description="Bytes per activation value (BF16/FP16 = 2).")
+    activation_bytes: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] = Field(2.0, description="Bytes per activation value (BF16/FP16 = 2).")
     tp: PosIntSweep = Field(description="Tensor-parallel degree p (ranks in each all-reduce). Sweepable.", examples=[8])
-    allreduces_per_layer: NonNegInt = Field(2, le=1000, description="All-reduces per layer (Megatron: 2, after attention and after MLP).")
+    allreduces_per_layer: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="All-reduces per layer (Megatron: 2, after attention and after MLP).")
     algorithm: Algorithm = Field("ring", description="ring | tree | direct (see the collective calculator).")
     link: str | None = Field(None, max_length=100, description="Link id supplying bandwidth and α when not given.", examples=["nvlink4"])
     link_alpha_s: NonNegFloatSweep | None = Field(None, description="Start-up latency α per dependent round, seconds. Sweepable.", examples=[2e-6])

@@ -113,7 +113,7 @@ def test_compute_bound_term_when_given():
     assert o["candidates"][0]["dominant"] == "compute"
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(W=st.floats(1e6, 1e13), KV=st.floats(0, 1e12), a=st.floats(0, 1e-4), B=st.floats(1e8, 1e12),
        tps=st.lists(st.integers(1, 4096), min_size=1, max_size=12), L=st.integers(1, 200), mem=st.floats(1e6, 1e12))
 def test_best_is_the_fastest_fitting_candidate_and_sweep_matches_scalars(W, KV, a, B, tps, L, mem):
@@ -130,6 +130,7 @@ def test_best_is_the_fastest_fitting_candidate_and_sweep_matches_scalars(W, KV, 
         assert calc({**body, "tp": t})["step_time_s"] == pytest.approx(s)
 
 
+@settings(deadline=None)
 @given(p=st.integers(1, 1024))
 def test_memory_time_falls_and_comm_grows_with_tp(p):
     o = calc({**TEACH, **SLOW, "tp": [p, p + 1]})
@@ -171,6 +172,7 @@ def test_queue_unstable_beyond_capacity_is_null():
     assert o["best"] == ["pp", "pp", None]
 
 
+@settings(deadline=None)
 @given(lam=st.floats(0, 7.9), d=st.floats(0.01, 1))
 def test_queueing_times_grow_with_load(lam, d):
     body = {"service_s": 0.2, "tp_speedup": 1.6, "arrival_rate_per_s": [lam, lam + d * (7.99 - lam)]}

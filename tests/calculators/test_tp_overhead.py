@@ -69,7 +69,7 @@ def test_model_id_supplies_hidden_and_layers():
     assert {s["field"] for s in res.sources} == {"hidden_size", "layers"}
 
 
-@settings(max_examples=50)
+@settings(max_examples=50, deadline=None)
 @given(n=st.integers(1, 10**6), p=st.integers(1, 512), a=st.floats(0, 1e-4), B=st.floats(1e8, 1e13), L=st.integers(1, 200))
 def test_total_is_layers_times_per_layer_and_parts_add_up(n, p, a, B, L):
     o = calc({"hidden_size": 4096, "layers": L, "tokens": n, "tp": p, "link_alpha_s": a, "link_bandwidth_bytes_per_s": B})
@@ -80,6 +80,7 @@ def test_total_is_layers_times_per_layer_and_parts_add_up(n, p, a, B, L):
         assert o["total_s"] == 0
 
 
+@settings(deadline=None)
 @given(n=st.integers(1, 10**5), k=st.integers(2, 10))
 def test_bandwidth_part_is_linear_in_tokens(n, k):
     a = calc({**BOOK, "tokens": n})["total_bandwidth_part_s"]

@@ -1,0 +1,260 @@
+"""The site in headless Chromium against a real server: uvicorn on a free port, a store built into a
+temporary directory, Playwright driving /usr/bin/chromium (JavaScript off where the site must work without it).
+
+Skips with a reason when Chromium or Playwright is missing; CI installs them
+(`apt-get install -y chromium fonts-noto-cjk`; never `playwright install`).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import deque
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = ROOT / "artifacts" / "screenshots"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking"]
+#: the crawl stops here; reaching it means the site generates links without end
+CRAWL_LIMIT = 8000
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium is not installed at /usr/bin/chromium "
+                                                     "(apt-get install -y chromium fonts-noto-cjk)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip) is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(built_db, tmp_path_factory):
+    """`uvicorn api.app:app` in a subprocess on the built store; yields its base URL."""
+    port = _free_port()
+    log = tmp_path_factory.mktemp("uvicorn") / "server.log"
+    env = {**os.environ, "CASEBOOK_DB": str(built_db), "CASEBOOK_BUILD": "0"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "api.app:app", "--host", "127.0.0.1", "--port", str(port),
+                                 "--log-level", "warning"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"uvicorn exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/healthz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"uvicorn did not answer /healthz:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    pw = sync_api.sync_playwright().start()
+    try:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+    except sync_api.Error as exc:  # pragma: no cover - a broken browser install
+        pw.stop()
+        pytest.skip(f"Chromium at {CHROMIUM} did not start: {exc}")
+    yield b
+    b.close()
+    pw.stop()
+
+
+@pytest.fixture()
+def page(browser):
+    """A page with JavaScript disabled: the site must work without it."""
+    ctx = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 900})
+    p = ctx.new_page()
+    yield p
+    ctx.close()
+
+
+def _bound_example():
+    """A worked example whose recompute link must show its expected number (book's KV example first)."""
+    from calculators.registry import REGISTRY
+    from knowledge.loader import default_catalog
+
+    bound = [d for d in default_catalog().records.get("derivation", [])
+             if d.get("calculator") in REGISTRY and isinstance(d.get("request"), dict)
+             and any(isinstance(v, (int, float)) and not isinstance(v, bool) and "." not in k
+                     for k, v in (d.get("expected") or {}).items())]
+    bound.sort(key=lambda d: (d["calculator"] != "kv-cache", d["case"] != "model-resource-accounting"))
+    return bound[0] if bound else None
+
+
+def _value(page, path: str) -> str | None:
+    cell = page.locator(f'[data-path="{path}"]').first
+    return cell.get_attribute("data-value") if cell.count() else None
+
+
+def test_home_to_case_to_recompute_shows_the_expected_number(page, server):
+    from calculators.core import num
+
+    d = _bound_example()
+    if d is None:
+        pytest.skip("no worked example is bound to a registered calculator yet")
+    path, want = next((k, v) for k, v in d["expected"].items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool) and "." not in k)
+    page.goto(server + "/")
+    page.locator(f'main a[href="/cases/{d["case"]}"]').first.click()
+    page.wait_for_load_state()
+    assert page.url.endswith(f"/cases/{d['case']}")
+    link = page.locator(f'section.derivation[id="{d["name"]}"] a.recompute')
+    assert link.count() == 1, "the worked example has no recompute link"
+    link.click()
+    page.wait_for_load_state()
+    assert f"/calculators/{d['calculator']}?" in page.url
+    got = _value(page, path)
+    assert got is not None, f"{path} not shown on {page.url}"
+    assert float(got) == pytest.approx(float(want), rel=1e-9)
+    assert num(want, 8) in page.locator(f'[data-path="{path}"]').first.inner_text()
+    assert page.locator("ol.steps li.step").count() >= 1
+
+
+def test_submitting_the_raw_body_form(page, server):
+    from calculators.registry import REGISTRY
+
+    if "kv-cache" not in REGISTRY:
+        pytest.skip("kv-cache not registered")
+    page.goto(server + "/calculators/kv-cache")
+    page.fill("#body", '{"model": "qwen3-8b", "tokens": 8192, "kv_format": "bf16"}')
+    page.click("#submit-body")
+    page.wait_for_load_state()
+    assert "body=" in page.url
+    assert _value(page, "bytes_per_token") == "147456"
+    assert _value(page, "bytes_per_request") == "1207959552"
+
+
+def test_submitting_the_fields_form(page, server):
+    from calculators.registry import REGISTRY
+
+    if "edge-transfer" not in REGISTRY:
+        pytest.skip("edge-transfer not registered")
+    page.goto(server + "/calculators/edge-transfer")
+    page.fill("#f-upload_bytes", "60000000")
+    page.fill("#f-uplink_bits_per_s", "20000000")
+    page.click("#submit-fields")
+    page.wait_for_load_state()
+    assert "upload_bytes=60000000" in page.url
+    assert _value(page, "upload_s") == "24"  # 60 MB × 8 / 20 Mbit/s
+
+
+def test_invalid_input_shows_the_problem_not_an_error_page(page, server):
+    resp = page.goto(server + "/calculators/kv-cache?model=qwen3-8b&tokens=-5")
+    assert resp.status == 422
+    assert page.locator("section.problem").is_visible()
+    assert "tokens" in page.locator("section.problem").inner_text()
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if a.get("id"):
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(a["href"])
+
+
+def test_crawl_every_internal_link_answers_200(browser, server):
+    """Breadth-first from `/`: every same-origin link answers 200 and every #fragment exists on its page."""
+    ctx = browser.new_context(java_script_enabled=False)
+    req = ctx.request
+    origin = urlsplit(server).netloc
+    seen: set[str] = set()
+    queue = deque(["/"])
+    failures, ids, fragments = [], {}, []
+    try:
+        while queue and len(seen) < CRAWL_LIMIT:
+            url = queue.popleft()
+            if url in seen:
+                continue
+            seen.add(url)
+            r = req.get(server + url, max_redirects=3, timeout=60_000)
+            if r.status != 200:
+                failures.append((url, r.status))
+                continue
+            if not r.headers.get("content-type", "").startswith("text/html") or url.startswith("/docs"):
+                continue  # JSON twins are checked for 200 only; /docs assets come from elsewhere
+            parser = _Links()
+            parser.feed(r.text())
+            ids[url] = parser.ids
+            for href in parser.hrefs:
+                full = urlsplit(urljoin(server + url, href))
+                if full.scheme not in ("http", "https") or full.netloc != origin:
+                    continue
+                target = urlunsplit(("", "", full.path or "/", full.query, ""))
+                if full.fragment:
+                    fragments.append((url, target, full.fragment))
+                if target not in seen:
+                    queue.append(target)
+    finally:
+        ctx.close()
+    assert len(seen) < CRAWL_LIMIT, f"the crawl did not end within {CRAWL_LIMIT} URLs"
+    assert not failures, f"{len(failures)} of {len(seen)} links failed, e.g. {failures[:10]}"
+    missing = [(src, t, f) for src, t, f in fragments if t in ids and f not in ids[t]]
+    assert not missing, f"links to missing anchors: {missing[:10]}"
+    assert len(seen) > 100
+
+
+def test_screenshots_phone_width_and_print(browser, server):
+    """A calculator page screenshot (artifacts/screenshots/, git-ignored); no sideways scrolling on a
+    phone-width viewport; the print stylesheet hides navigation and forms."""
+    from calculators.registry import REGISTRY
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    name = "kv-cache" if "kv-cache" in REGISTRY else next(iter(REGISTRY))
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900})
+    p = ctx.new_page()
+    p.goto(server + f"/calculators/{name}")
+    assert p.locator("figure.chart svg").count() >= (1 if REGISTRY[name].chart else 0)
+    shot = SCREENSHOTS / f"calculator-{name}.png"
+    p.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    p.emulate_media(media="print")
+    assert not p.locator("header.site nav").is_visible()
+    assert not p.locator("form.calc-form").first.is_visible()
+    ctx.close()
+
+    phone = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    p = phone.new_page()
+    for url in ["/", "/cases/" + (_bound_example() or {}).get("case", "model-resource-accounting"), f"/calculators/{name}",
+                "/hardware", "/models/qwen3-8b"]:
+        resp = p.goto(server + url)
+        if resp.status == 404:
+            continue
+        overflow = p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 1, f"{url} scrolls sideways by {overflow}px at 390px"
+    p.goto(server + "/")
+    p.screenshot(path=str(SCREENSHOTS / "home-phone.png"), full_page=False)
+    phone.close()
