@@ -1,0 +1,103 @@
+"""The `casebook` command and the README's Quick start entry points."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CASEBOOK = [sys.executable, "-m", "api.cli"]
+
+
+def run(*args, **kw):
+    return subprocess.run([*CASEBOOK, *args], capture_output=True, text=True, cwd=ROOT, timeout=300, **kw)
+
+
+def test_readme_quick_start_has_exactly_two_lines_that_make_knows():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Quick start\n```bash\n(.*?)```", text, re.S)
+    assert block, "README needs a '## Quick start' section starting with a ```bash block"
+    lines = [l for l in block.group(1).splitlines() if l.strip()]
+    assert lines == ["make run", "make test"]
+    for target, expect in (("run", "casebook serve"), ("test", "pytest")):
+        dry = subprocess.run(["make", "-n", target], capture_output=True, text=True, cwd=ROOT)
+        assert dry.returncode == 0 and expect in dry.stdout, dry.stdout + dry.stderr
+
+
+def test_ci_runs_the_readme_test_line():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "Quick start" in ci and "chromium" in ci and "-eq 5" in ci
+
+
+def test_build_writes_a_store_and_check_validates(tmp_path):
+    db = tmp_path / "cli.duckdb"
+    r = run("build", "--db", str(db))
+    assert r.returncode == 0, r.stderr
+    assert db.exists() and "case 71" in r.stdout
+    assert run("build", "--check").returncode == 0
+
+
+def test_calc_prints_result_with_steps(built_db):
+    r = run("calc", "kv-cache", "--json", '{"model":"qwen3-8b","tokens":8192}', "--db", str(built_db))
+    assert r.returncode == 0, r.stderr
+    assert "bytes_per_token: 147456" in r.stdout and "steps:" in r.stdout and "source:" in r.stdout
+    j = run("calc", "kv-cache", "--json", '{"model":"qwen3-8b","tokens":8192}', "--format", "json", "--db", str(built_db))
+    assert json.loads(j.stdout)["outputs"]["bytes_per_request"] == 1207959552
+
+
+def test_calc_bad_input_is_a_clear_error(built_db):
+    r = run("calc", "kv-cache", "--json", '{"model":"qwen3-8b","tokens":-1}', "--db", str(built_db))
+    assert r.returncode == 1 and '"field": "tokens"' in r.stderr
+    assert run("calc", "no-such-calculator", "--db", str(built_db)).returncode == 2
+    assert run("calc", "kv-cache", "--json", "{oops", "--db", str(built_db)).returncode == 2
+
+
+def test_calc_list_names_every_calculator():
+    from calculators.registry import REGISTRY
+
+    out = run("calc", "--list").stdout
+    assert all(name in out for name in REGISTRY)
+
+
+def test_coverage_reports_every_case():
+    r = run("coverage", "--json")
+    cov = json.loads(r.stdout)
+    assert cov["cases"] == 71 and cov["derivations"] >= 300
+    assert cov["reproduced"] == cov["bound"]
+    assert r.returncode == 0
+
+
+def test_serve_with_two_workers_shares_the_read_only_store(built_db):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([*CASEBOOK, "serve", "--workers", "2", "--port", str(port), "--db", str(built_db),
+                             "--no-access-log", "--log-level", "warning"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        hashes = set()
+        with httpx.Client(base_url=url) as c:
+            for _ in range(40):  # new connections land on both workers
+                r = c.get("/healthz", headers={"Connection": "close"})
+                assert r.status_code == 200
+                hashes.add(r.json()["content_hash"])
+                assert c.get("/api/v1/models/qwen3-8b", headers={"Connection": "close"}).status_code == 200
+        assert len(hashes) == 1
+    finally:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=20)
