@@ -1,0 +1,109 @@
+"""Hand-written hostile inputs: every one is a clear 4xx problem, never a 5xx, and nothing is read from disk."""
+from __future__ import annotations
+
+import pytest
+
+from calculators.core import MAX_LIST_LENGTH
+
+KV = "/api/v1/calculators/kv-cache"
+
+
+def problem(r, status):
+    assert r.status_code == status, r.text[:500]
+    assert r.headers["content-type"].startswith("application/problem+json")
+    return r.json()
+
+
+def test_deeply_nested_json_is_refused(client):
+    body = "[" * 100_000 + "]" * 100_000
+    r = client.post(KV, content=body, headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500
+
+
+def test_nested_objects_in_a_number_field(client):
+    body = problem(client.post(KV, json={"model": "qwen3-8b", "tokens": {"a": {"b": {"c": [1]}}}}), 422)
+    assert body["errors"][0]["field"] == "tokens"
+
+
+def test_sweep_longer_than_the_documented_limit(client):
+    body = problem(client.post(KV, json={"model": "qwen3-8b", "tokens": [1] * (MAX_LIST_LENGTH + 1)}), 422)
+    assert body["errors"][0]["field"] == "tokens"
+
+
+def test_sweep_at_the_limit_is_answered(client):
+    r = client.post(KV, json={"model": "qwen3-8b", "tokens": list(range(1, MAX_LIST_LENGTH + 1))})
+    assert r.status_code == 200
+    assert len(r.json()["outputs"]["bytes_per_request"]) == MAX_LIST_LENGTH
+
+
+def test_huge_numbers_are_bounded(client):
+    body = problem(client.post(KV, json={"model": "qwen3-8b", "tokens": 10**30}), 422)
+    assert body["errors"][0]["field"] == "tokens"
+
+
+@pytest.mark.parametrize("ident", ["qwen3-8b%00", "ｑｗｅｎ３", "模型", "../../etc/passwd", "..%2F..%2Fetc%2Fpasswd",
+                                   "/etc/passwd", "qwen3-8b; DROP TABLE model", "%00", "a" * 150])
+def test_strange_ids_in_paths_are_404(client, ident):
+    r = client.get(f"/api/v1/models/{ident}")
+    assert r.status_code in (404, 422), r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert "root:" not in r.text
+
+
+@pytest.mark.parametrize("ident", ["../../etc/passwd", "模型", "qwen3-8b\u202e", "\ud7ff"])
+def test_strange_ids_in_bodies_are_422_naming_the_field(client, ident):
+    body = problem(client.post(KV, json={"model": ident, "tokens": 8}), 422)
+    assert body["errors"][0]["field"] == "model"
+
+
+def test_path_traversal_in_static_files(client):
+    for url in ["/static/../pyproject.toml", "/static/%2e%2e/pyproject.toml", "/static/..%2f..%2fetc%2fpasswd"]:
+        r = client.get(url)
+        assert r.status_code in (404, 400), url
+        assert "[project]" not in r.text and "root:" not in r.text
+
+
+def test_wrong_content_type(client):
+    r = client.post(KV, content="model=qwen3-8b&tokens=8", headers={"content-type": "application/x-www-form-urlencoded"})
+    assert 400 <= r.status_code < 500
+
+
+def test_empty_body(client):
+    problem(client.post(KV, content=b"", headers={"content-type": "application/json"}), 422)
+
+
+def test_batch_over_the_limit(client):
+    item = {"calculator": "kv-cache", "request": {"model": "qwen3-8b", "tokens": 8}}
+    body = problem(client.post("/api/v1/calculators:batch", json={"requests": [item] * 1001}), 422)
+    assert body["errors"][0]["field"] == "requests"
+
+
+def test_batch_of_a_thousand_is_answered_in_order(client):
+    items = [{"calculator": "kv-cache", "request": {"model": "qwen3-8b", "tokens": i + 1}} for i in range(1000)]
+    res = client.post("/api/v1/calculators:batch", json={"requests": items}).json()["results"]
+    assert [r["response"]["outputs"]["bytes_per_request"] for r in res] == [147456 * (i + 1) for i in range(1000)]
+
+
+def test_security_headers_on_html_and_nosniff_on_json(client):
+    html = client.get("/")
+    assert html.headers["x-content-type-options"] == "nosniff"
+    assert html.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in html.headers["content-security-policy"]
+    assert client.get("/api/v1/models").headers["x-content-type-options"] == "nosniff"
+
+
+def test_no_write_methods(client):
+    for method in ("PUT", "DELETE", "PATCH"):
+        r = client.request(method, "/api/v1/models/qwen3-8b")
+        assert r.status_code == 405
+
+
+def test_the_server_opens_its_store_read_only(app, client):
+    import duckdb
+
+    store = app.state.store
+    with store.engine.connect() as conn:
+        with pytest.raises(Exception) as err:
+            conn.exec_driver_sql("CREATE TABLE intruder (x INTEGER)")
+    assert "read-only" in str(err.value).lower() or "read only" in str(err.value).lower()
+    assert isinstance(duckdb.__version__, str)
