@@ -12,13 +12,18 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
-from api.app import create_app
+from api.app import create_app, open_store
 from api.settings import Settings
 from knowledge.build import build
+from knowledge.search import build_index
 
 _DB = Path(tempfile.mkdtemp(prefix="casebook-fuzz-")) / "casebook.duckdb"
 build(_DB)
 APP = create_app(Settings(db_path=_DB, build_if_stale=False))
+# Open the store once: schemathesis starts the app's lifespan for every call, and a lifespan that
+# finds the store open reuses it instead of loading it again.
+APP.state.store = open_store(APP.state.settings)
+APP.state.search_index = build_index(APP.state.store)
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 
