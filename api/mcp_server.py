@@ -65,7 +65,7 @@ def _calculator_tool(server: MCPServer, app, calc: Calculator) -> None:
 
 def build_server(app) -> MCPServer:
     server = MCPServer(name="ai-infra-casebook", title="AI Infra Casebook", version=VERSION,
-                       instructions=INSTRUCTIONS)
+                       instructions=INSTRUCTIONS, log_level="WARNING")
     for calc in REGISTRY.values():
         _calculator_tool(server, app, calc)
 

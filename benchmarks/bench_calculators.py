@@ -20,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import logging  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 from calculators.registry import REGISTRY  # noqa: E402
@@ -38,22 +40,44 @@ def timeit(fn, repeat: int = 7, number: int = 1) -> float:
     return statistics.median(times)
 
 
-def sweep_body(calc, n: int):
-    """The example request with its first sweepable scalar replaced by n nearby valid values."""
+def _sweep_of(calc, field: str, n: int):
+    """The example with `field` swept over n valid values and the other swept fields at one point.
+
+    A scalar becomes n values around it; a list in the example is tiled to n points. None when the
+    field is not a plain number or list of numbers."""
     body = copy.deepcopy(calc.example)
+    for other in calc.sweepable:
+        if other != field and isinstance(body.get(other), list) and body[other]:
+            body[other] = body[other][0]
+    value = body.get(field)
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        body[field] = [value[i % len(value)] for i in range(n)]
+        return body
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int):
+        pts = (np.arange(n) % max(value, 1) + 1).tolist() if value > 1 else [value] * n
+    elif 0 <= value <= 1:
+        pts = (np.full(n, value) * np.linspace(0.5, 1.0, n)).tolist()
+    else:
+        pts = (value * np.linspace(0.5, 2.0, n)).tolist()
+    body[field] = pts
+    return body
+
+
+def sweep_body(calc, n: int, lookup):
+    """The first sweepable field whose sweep the calculator accepts (checked on 10 points first)."""
+    from calculators.core import CalcInputError
+
     for field in calc.sweepable:
-        value = body.get(field)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        small = _sweep_of(calc, field, 10)
+        if small is None:
             continue
-        if isinstance(value, int):
-            pts = (np.arange(n) % max(value, 1) + 1).tolist() if value > 1 else [value] * n
-        elif 0 <= value <= 1:
-            pts = np.linspace(0.0, 1.0, n).tolist() if field.endswith(("rate", "_rate", "fraction")) else \
-                (np.full(n, value) * np.linspace(0.5, 1.0, n)).tolist()
-        else:
-            pts = (value * np.linspace(0.5, 2.0, n)).tolist()
-        body[field] = pts
-        return field, body
+        try:
+            calc.compute(calc.request_model.model_validate(small), lookup)
+        except (CalcInputError, ValueError):
+            continue
+        return field, _sweep_of(calc, field, n)
     return None, None
 
 
@@ -62,7 +86,7 @@ def main() -> None:
 
     from api.app import create_app
     from api.settings import Settings
-    from api.service import calculate
+    from calculators.core import CalcInputError
     from knowledge.build import build
     from knowledge.store import Store
 
@@ -80,7 +104,7 @@ def main() -> None:
             url = f"/api/v1/calculators/{name}"
             assert client.post(url, json=calc.example).status_code == 200, name
             one = timeit(lambda: client.post(url, json=calc.example), repeat=5, number=20)
-            field, body = sweep_body(calc, SWEEP)
+            field, body = sweep_body(calc, SWEEP, store.lookup)
             if field is None:
                 print(f"{name:24} {one * 1e3:12.3f} {'(no sweepable field)':>24}")
                 continue
@@ -89,11 +113,15 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001 - report, keep benchmarking the others
                 print(f"{name:24} {one * 1e3:12.3f} {field:>24} sweep body invalid: {str(exc)[:60]}")
                 continue
-            sweep = timeit(lambda: calc.compute(req, store.lookup), repeat=3)
+            try:
+                sweep = timeit(lambda: calc.compute(req, store.lookup), repeat=3)
+            except CalcInputError as exc:
+                print(f"{name:24} {one * 1e3:12.3f} {field:>24} 100,000-point sweep refused: {exc.message[:60]}")
+                continue
             sample = body[field][:LOOP_SAMPLE]
             scalars = []
             for v in sample:
-                b = copy.deepcopy(calc.example)
+                b = copy.deepcopy(body)
                 b[field] = v
                 scalars.append(calc.request_model.model_validate(b))
             loop = timeit(lambda: [calc.compute(r, store.lookup) for r in scalars], repeat=3) / len(scalars)
@@ -152,4 +180,5 @@ def ten_thousand(store) -> None:
 
 if __name__ == "__main__":
     os.environ.setdefault("CASEBOOK_BUILD", "0")
+    logging.disable(logging.INFO)
     main()
