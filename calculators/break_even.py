@@ -48,8 +48,10 @@ def _aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _ints(a) -> object:
+    """Whole numbers as JSON integers while float64 holds them exactly (larger ones stay floats: JSON integers
+    stop at 64 bits), null where not finite."""
     a = np.asarray(a, dtype=float)
-    conv = [int(v) if math.isfinite(v) else None for v in a.ravel().tolist()]
+    conv = [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
     return conv if a.ndim else conv[0]
 
 

@@ -7,6 +7,8 @@ the work lost on a failure (on average half an interval, plus the restore).
 """
 from __future__ import annotations
 
+from typing import Annotated
+
 import numpy as np
 from pydantic import Field, model_validator
 
@@ -14,7 +16,6 @@ from calculators.core import (
     CalcRequest,
     Lookup,
     NonNegFloat,
-    PosFloat,
     PosFloatSweep,
     Result,
     broadcast,
@@ -29,17 +30,21 @@ from calculators.core import (
 )
 from calculators.registry import Calculator, Chart
 
-ByteCount = NonNegFloat
+#: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
+#: where pydantic enforces it (a `le=` given to Field() next to a core alias is overridden by the alias's bound)
+ByteCount = Annotated[float, Field(ge=0, le=64, allow_inf_nan=False)]
+#: total bytes per parameter, replacing the parts, at most 1024
+StateBytes = Annotated[float, Field(gt=0, le=1024, allow_inf_nan=False)]
 
 
 class CheckpointRequest(CalcRequest):
-    model: str | None = Field(None, max_length=100, description="Model id in the store (params_total).", examples=["qwen3-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (params_total).", examples=["qwen3-8b"])
     params: PosFloatSweep | None = Field(None, description="Parameter count. Sweepable.", examples=[8e9])
-    weight_bytes_per_param: ByteCount = Field(2.0, le=64, description="Working weights (BF16 = 2).")
-    master_bytes_per_param: ByteCount = Field(4.0, le=64, description="FP32 master weights (0 = none).")
-    optimizer_bytes_per_param: ByteCount = Field(8.0, le=64, description="Optimizer moments (Adam m + v in FP32 = 8).")
-    gradient_bytes_per_param: ByteCount = Field(0.0, le=64, description="Gradients, when they are saved too (usually 0).")
-    state_bytes_per_param: PosFloat | None = Field(None, le=1024, description="Total bytes per parameter, replacing the four fields above.")
+    weight_bytes_per_param: ByteCount = Field(2.0, description="Working weights (BF16 = 2).")
+    master_bytes_per_param: ByteCount = Field(4.0, description="FP32 master weights (0 = none).")
+    optimizer_bytes_per_param: ByteCount = Field(8.0, description="Optimizer moments (Adam m + v in FP32 = 8).")
+    gradient_bytes_per_param: ByteCount = Field(0.0, description="Gradients, when they are saved too (usually 0).")
+    state_bytes_per_param: StateBytes | None = Field(None, description="Total bytes per parameter, replacing the four fields above.")
     extra_bytes: NonNegFloat = Field(0.0, description="Other state saved with it (data position, RNG, scheduler…), bytes.")
     write_bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Aggregate effective write bandwidth to durable storage, B/s. Sweepable.", examples=[8e9])
     read_bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Aggregate effective read bandwidth for restore (default = write). Sweepable.")

@@ -184,7 +184,7 @@ class CollectiveRequest(CalcRequest):
                                                         "(not a bidirectional aggregate). Default: the link's one_way_bytes_per_s. "
                                                         "Without any bandwidth only byte counts are returned. Sweepable.",
                                                         examples=[50e9])
-    link: str | None = Field(None, max_length=100, description="Link id (e.g. nvlink4) supplying B and α when not given.", examples=["nvlink4"])
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link id (e.g. nvlink4) supplying B and α when not given.", examples=["nvlink4"])
     nics: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="Ports striped per rank; bandwidth becomes nics × B / (1 + nic_imbalance).")
     nic_imbalance: Annotated[float, Field(ge=0, le=1000, allow_inf_nan=False)] = Field(0.0, description="Extra share carried by the busiest port: 0.2 = 20 % above an even split.")
     chunks: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Pipeline chunks for ring (chain) broadcast / reduce.")
@@ -295,7 +295,7 @@ class Rate(CalcRequest):
 
     bytes_per_s: PosFloat | None = Field(None, description="Effective one-way rate in bytes/s (25 GB/s = 25e9).")
     bits_per_s: PosFloat | None = Field(None, description="Rate in bit/s (50 Gbit/s = 50e9); divided by 8.")
-    link: str | None = Field(None, max_length=100, description="Link id supplying one_way_bytes_per_s (and latency_s for hops).")
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link id supplying one_way_bytes_per_s (and latency_s for hops).")
 
     @model_validator(mode="after")
     def _one(self):

@@ -26,7 +26,8 @@ class Compression(CalcRequest):
 
 
 class EdgeWhatIf(CalcRequest):
-    """A partial request: every field given replaces the base request's value."""
+    """A partial request: every field given replaces the base request's value (null keeps the base value,
+    except `compression: null`, which removes the base's compression)."""
 
     label: str | None = Field(None, max_length=200, description="Name shown for this variant.")
     upload_bytes: NonNegFloat | None = None
@@ -99,7 +100,9 @@ def compute(req: EdgeTransferRequest, lookup: Lookup) -> Result:
     whatifs = []
     base = req.model_dump(exclude={"what_if"})
     for i, w in enumerate(req.what_if):
-        patch = w.model_dump(exclude_unset=True, exclude={"label"})
+        # a field given as null replaces nothing (only `compression: null` means "without compression")
+        patch = {k: v for k, v in w.model_dump(exclude_unset=True, exclude={"label"}).items()
+                 if v is not None or k == "compression"}
         merged = {**base, **patch}
         if "compression" in patch and patch["compression"] is not None:
             merged["compression"] = Compression(**patch["compression"])

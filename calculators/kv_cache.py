@@ -87,7 +87,7 @@ class Architecture(CalcRequest):
 class KVCacheRequest(CalcRequest):
     """KV / state bytes of `requests` requests of `tokens` tokens each."""
 
-    model: str | None = Field(None, max_length=100, description="Model id (its layer groups come from the store).", examples=["qwen3-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id (its layer groups come from the store).", examples=["qwen3-8b"])
     architecture: Architecture | None = Field(None, description="Explicit layer groups instead of `model`.")
     kv_format: FormatField = Field("bf16", description="Cache format: bf16|fp16|fp32|fp8|q8_0|q4_0|fp4_block16 (and the other "
                                    "names of the quantization calculator) or {bits_per_value, group_size, scale_bytes_per_group}.",
@@ -101,7 +101,7 @@ class KVCacheRequest(CalcRequest):
         None, description="Paged allocation: each stream's retained entries round up to whole pages of this many entries.", examples=[16])
     memory_budget_bytes: NonNegFloatSweep | None = Field(
         None, description="Bytes available for KV across the tensor-parallel group (per device × ranks). Sweepable.", examples=[4 * 2**30])
-    hardware: str | None = Field(None, max_length=100, description="Hardware id: budget = device memory × ranks × utilization − weights.",
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: budget = device memory × ranks × utilization − weights.",
                                  examples=["h100-sxm"])
     weight_bytes: NonNegFloat | None = Field(None, description="Weights resident across the group, bytes (default: params_total × weight format).")
     weight_format: FormatField | None = Field(None, description="Format of the weights (default: the model's published weight dtype).")

@@ -38,7 +38,7 @@ from calculators.registry import Calculator, Chart
 class KVEvictionRequest(CalcRequest):
     """A context of `tokens` tokens cached under an eviction budget."""
 
-    model: str | None = Field(None, max_length=100, description="Model id.", examples=["llama-3.1-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id.", examples=["llama-3.1-8b"])
     architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model`.")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token of full history, instead of a model.")
     kv_format: FormatField = Field("bf16", description="Cache format (as in kv-cache).")

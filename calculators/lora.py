@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosFloatSweep, PosInt,
+    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.registry import Calculator, Chart
@@ -46,6 +46,10 @@ FFN_MODULES = {"gate_proj", "up_proj", "down_proj"}
 MAX_SCHEDULE = 64
 #: tokens of one batch grouped by adapter
 Group = Annotated[list[NonNegInt], Field(min_length=1, max_length=4096)]
+# Bounded counts: the bounds sit inside the Annotated type, where pydantic enforces them (a `le=` given to
+# Field() next to a core alias such as PosInt is silently overridden by the alias's own bound).
+ScheduleCount = Annotated[int, Field(ge=1, le=MAX_SCHEDULE)]
+SlotCount = Annotated[int, Field(ge=0, le=100_000)]
 
 
 class Module(CalcRequest):
@@ -59,14 +63,14 @@ class Module(CalcRequest):
 class BatchTime(CalcRequest):
     """Prefill time of a batch of `batch` requests."""
 
-    batch: PosInt = Field(le=MAX_SCHEDULE, description="Requests in the batch.", examples=[3])
+    batch: ScheduleCount = Field(description=f"Requests in the batch (at most {MAX_SCHEDULE}).", examples=[3])
     prefill_s: NonNegFloat = Field(description="Seconds the GPU spends on that batch's prefill.", examples=[0.020])
 
 
 class Schedule(CalcRequest):
     """Requests that arrive together, each for a different adapter that must first be loaded."""
 
-    requests: PosInt = Field(le=MAX_SCHEDULE, description="Simultaneous requests, one distinct not-yet-loaded adapter each.",
+    requests: ScheduleCount = Field(description=f"Simultaneous requests, one distinct not-yet-loaded adapter each (at most {MAX_SCHEDULE}).",
                              examples=[4])
     load_s: NonNegFloat | None = Field(None, description="Time to load one adapter on the single copy stream, seconds. "
                                        "Omitted: the copy-only lower bound bytes_per_adapter / link_bytes_per_s.",
@@ -79,22 +83,22 @@ class Schedule(CalcRequest):
 class LoraRequest(CalcRequest):
     """Adapters on a shared base: give `model` (store id) or explicit `layers` + `modules`."""
 
-    model: str | None = Field(None, max_length=200, description="Model id in the store (e.g. qwen3-8b); its projections are "
+    model: str | None = Field(None, min_length=1, max_length=200, description="Model id in the store (e.g. qwen3-8b); its projections are "
                               "derived from hidden_size, heads, kv_heads, head_dim and ffn_size.", examples=["qwen3-8b"])
-    layers: PosInt | None = Field(None, le=10_000, description="Transformer layers (with explicit modules).", examples=[36])
+    layers: Annotated[int, Field(ge=1, le=10_000)] | None = Field(None, description="Transformer layers (with explicit modules).", examples=[36])
     modules: list[Module] | None = Field(None, max_length=64, description="Explicit projections per layer (instead of model).")
     rank: PosIntSweep = Field(description="LoRA rank r. Sweepable.", examples=[16])
     target_modules: list[str] | None = Field(None, max_length=64, description="Names of the modules the adapter targets. "
                                              "Omitted: every module (for a model: q/k/v/o/gate/up/down).",
                                              examples=[["q_proj", "v_proj"]])
-    dtype_bytes: PosFloat = Field(2.0, le=16, description="Bytes per adapter parameter (2 = BF16, 1 = FP8, 0.5 = 4-bit).")
+    dtype_bytes: Annotated[float, Field(gt=0, le=16, allow_inf_nan=False)] = Field(2.0, description="Bytes per adapter parameter (2 = BF16, 1 = FP8, 0.5 = 4-bit).")
     adapters: PosIntSweep = Field(1, description="Adapters kept (e.g. registered in host memory). Sweepable.", examples=[100])
-    gpu_slots: NonNegInt | None = Field(None, le=100_000, description="Adapter slots on the GPU.", examples=[8])
-    pinned_slots: NonNegInt = Field(0, le=100_000, description="Slots held by pinned adapters, even when idle.", examples=[6])
-    tokens_per_adapter: Group | list[Group] | None = Field(
-        None, max_length=4096, description="Tokens of one batch grouped by adapter, e.g. [17,1,1,1]; a list of such lists "
+    gpu_slots: SlotCount | None = Field(None, description="Adapter slots on the GPU.", examples=[8])
+    pinned_slots: SlotCount = Field(0, description="Slots held by pinned adapters, even when idle.", examples=[6])
+    tokens_per_adapter: Group | Annotated[list[Group], Field(min_length=1, max_length=4096)] | None = Field(
+        None, description="Tokens of one batch grouped by adapter, e.g. [17,1,1,1]; a list of such lists "
         "compares several batches.", examples=[[[20], [17, 1, 1, 1]]])
-    block_tokens: PosInt = Field(16, le=65536, description="Tokens per block of the grouped low-rank kernel.")
+    block_tokens: Annotated[int, Field(ge=1, le=65536)] = Field(16, description="Tokens per block of the grouped low-rank kernel.")
     link_bytes_per_s: PosFloatSweep | None = Field(None, description="Effective host→GPU copy bandwidth, bytes/s "
                                                    "(12 GiB/s = 12884901888). Sweepable.", examples=[12884901888])
     schedule: Schedule | None = Field(None, description="Compare 'load all, then one batch' with 'run the first ready, "

@@ -37,18 +37,31 @@ def _out(x):
 
 # --------------------------------------------------------------------------- shared expert spec
 
+# Bounded counts: the bounds sit inside the Annotated type, where pydantic enforces them (a `le=` given to
+# Field() next to a core alias such as PosInt is silently overridden by the alias's own bound).
+Width = Annotated[int, Field(ge=1, le=10**7)]
+ExpertCount = Annotated[int, Field(ge=1, le=10**6)]
+SharedExperts = Annotated[int, Field(ge=0, le=10**4)]
+LayerCount = Annotated[int, Field(ge=1, le=10**5)]
+MatrixCount = Annotated[int, Field(ge=1, le=16)]
+TileRows = Annotated[int, Field(ge=1, le=10**6)]
+NodeCount = Annotated[int, Field(ge=1, le=10**5)]
+RankCount = Annotated[int, Field(ge=1, le=10**6)]
+#: bytes per weight or activation value (0.5 for 4-bit ... 64)
+ValueBytes = Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)]
+
 class ExpertSpec(CalcRequest):
     """Fields that describe the experts; a `model` id fills the ones not given."""
 
-    model: str | None = Field(None, max_length=100, description="Model id in the store (e.g. `qwen3-235b-a22b`); explicit fields below override its facts.", examples=["qwen3-235b-a22b"])
-    expert_hidden_size: PosInt | None = Field(None, le=10**7, description="Width an expert reads and writes (usually the model's hidden size; Kimi K3 routes in a 3,584-wide latent).", examples=[4096])
-    expert_ffn_size: PosInt | None = Field(None, le=10**7, description="Intermediate width of one expert (moe_intermediate_size).", examples=[1536])
-    experts: PosInt | None = Field(None, le=10**6, description="Routed experts per MoE layer (E).", examples=[128])
-    experts_per_token: PosInt | None = Field(None, le=10**6, description="Routed experts each token is sent to (top-k).", examples=[8])
-    shared_experts: NonNegInt | None = Field(None, le=10**4, description="Shared experts every token runs (0 when absent).", examples=[0])
-    moe_layers: PosInt | None = Field(None, le=10**5, description="Number of MoE layers (model: layers − leading dense layers).", examples=[94])
-    matrices_per_expert: PosInt = Field(3, le=16, description="Weight matrices per expert: 3 for SwiGLU (gate, up, down).")
-    weight_bytes_per_param: PosFloat = Field(2.0, le=64, description="Bytes per expert weight: 2 for BF16, 1 for FP8, 0.5 for 4-bit (scales not included).")
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (e.g. `qwen3-235b-a22b`); explicit fields below override its facts.", examples=["qwen3-235b-a22b"])
+    expert_hidden_size: Width | None = Field(None, description="Width an expert reads and writes (usually the model's hidden size; Kimi K3 routes in a 3,584-wide latent).", examples=[4096])
+    expert_ffn_size: Width | None = Field(None, description="Intermediate width of one expert (moe_intermediate_size).", examples=[1536])
+    experts: ExpertCount | None = Field(None, description="Routed experts per MoE layer (E).", examples=[128])
+    experts_per_token: ExpertCount | None = Field(None, description="Routed experts each token is sent to (top-k).", examples=[8])
+    shared_experts: SharedExperts | None = Field(None, description="Shared experts every token runs (0 when absent).", examples=[0])
+    moe_layers: LayerCount | None = Field(None, description="Number of MoE layers (model: layers − leading dense layers).", examples=[94])
+    matrices_per_expert: MatrixCount = Field(3, description="Weight matrices per expert: 3 for SwiGLU (gate, up, down).")
+    weight_bytes_per_param: ValueBytes = Field(2.0, description="Bytes per expert weight: 2 for BF16, 1 for FP8, 0.5 for 4-bit (scales not included).")
 
 
 def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
@@ -118,11 +131,11 @@ class MoeRequest(ExpertSpec):
     """One MoE layer step over `tokens` tokens (sweepable)."""
 
     tokens: PosIntSweep = Field(1, description="Tokens routed through one MoE layer in this step (decode batch, or a prefill chunk). Sweepable.", examples=[8])
-    activation_bytes: PosFloat = Field(2.0, le=64, description="Bytes per activation value sent to an expert (2 for BF16).")
+    activation_bytes: ValueBytes = Field(2.0, description="Bytes per activation value sent to an expert (2 for BF16).")
     tokens_per_expert: list[NonNegInt] | None = Field(None, min_length=1, max_length=100_000, description="Observed rows routed to each (local) expert in one layer step, for padding and capacity.", examples=[[32, 16, 8, 4, 2, 1, 1, 0]])
-    tile_rows: PosInt | None = Field(None, le=10**6, description="Grouped-GEMM tile height: each expert's rows are padded to a multiple of it.", examples=[32])
-    capacity_factor: PosFloat | None = Field(None, le=1000, description="Expert capacity = ceil(factor × rows / experts); rows above it are dropped.", examples=[1.25])
-    ep_nodes: PosInt | None = Field(None, le=10**5, description="Nodes (or ranks) the routed experts are spread over evenly; a token's activation is sent once per node it needs (de-duplicated dispatch).", examples=[8])
+    tile_rows: TileRows | None = Field(None, description="Grouped-GEMM tile height: each expert's rows are padded to a multiple of it.", examples=[32])
+    capacity_factor: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False)] | None = Field(None, description="Expert capacity = ceil(factor × rows / experts); rows above it are dropped.", examples=[1.25])
+    ep_nodes: NodeCount | None = Field(None, description="Nodes (or ranks) the routed experts are spread over evenly; a token's activation is sent once per node it needs (de-duplicated dispatch).", examples=[8])
     expert_id_bytes: IdBytes | list[IdBytes] | None = Field(None, description="Bytes per stored expert id in a routing-replay record (2 = uint16, 4 = int32); a list compares encodings.", examples=[2])
     offload: Offload | None = Field(None, description="Compare running host-resident experts on the CPU with copying them to the GPU.")
 
@@ -306,15 +319,15 @@ class Rebalance(CalcRequest):
 class Resize(CalcRequest):
     """Change the expert-parallel degree; new ranks receive their share of routed weights."""
 
-    from_ranks: PosInt = Field(le=10**6, description="Expert-parallel ranks before.", examples=[8])
-    to_ranks: PosInt = Field(le=10**6, description="Expert-parallel ranks after.", examples=[16])
+    from_ranks: RankCount = Field(description="Expert-parallel ranks before.", examples=[8])
+    to_ranks: RankCount = Field(description="Expert-parallel ranks after.", examples=[16])
     bytes_per_s: PosFloat = Field(description="Aggregate bandwidth available to send weights, bytes/s.", examples=[100e9])
 
 
 class PlacementRequest(ExpertSpec):
     """Expert placement questions for one model."""
 
-    ep_ranks: PosInt | None = Field(None, le=10**6, description="Expert-parallel ranks the routed experts are spread over evenly.", examples=[16])
+    ep_ranks: RankCount | None = Field(None, description="Expert-parallel ranks the routed experts are spread over evenly.", examples=[16])
     extra_replicas: list[NonNegInt] | None = Field(None, min_length=1, max_length=1000, description="Extra expert copies per rank (each costs one expert's bytes), one scenario per entry.", examples=[[94, 8]])
     replica_balance: ReplicaBalance | None = None
     rebalance: Rebalance | None = None

@@ -38,6 +38,12 @@ MAX_STAGES = 32
 MAX_WALK = 60_000          # items × stages for one walk
 MAX_WALK_POINTS = 32       # sweep points that each need their own walk
 Name = str
+#: a count of lanes or buffer slots (at most 1e6)
+Slots = Annotated[int, Field(ge=1, le=10**6)]
+#: the fraction of ideal speed a stage reaches: 0 < efficiency ≤ 1
+Efficiency = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+#: release times, one per item (at least one item)
+ReleaseTimes = Annotated[list[NonNegFloat], Field(min_length=1, max_length=100_000)]
 
 
 class StageFields(CalcRequest):
@@ -53,9 +59,9 @@ class StageFields(CalcRequest):
     total_s: NonNegFloat | None = Field(None, description="Time of divisible work, split evenly over the items, seconds.")
     total_bytes: NonNegFloat | None = Field(None, description="Bytes of divisible work split evenly over the items (slicing).")
     total_flops: NonNegFloat | None = Field(None, description="FLOPs of divisible work split evenly over the items (slicing).")
-    lanes: PosInt | None = Field(None, le=10**6, description="Items the stage can work on at once (default 1; see `unlimited_lanes`).")
+    lanes: Slots | None = Field(None, description="Items the stage can work on at once (default 1; see `unlimited_lanes`).")
     unlimited_lanes: bool | None = Field(None, description="True for a pure latency (any number in flight, e.g. prefetches).")
-    slots: PosInt | None = Field(None, le=10**6, description="Output buffers of the stage: item i waits until item i − slots has left every stage that reads it. Unset = unlimited.")
+    slots: Slots | None = Field(None, description="Output buffers of the stage: item i waits until item i − slots has left every stage that reads it. Unset = unlimited.")
     slot_bytes: NonNegFloat | None = Field(None, description="Bytes of one output buffer, for staging memory.")
 
 
@@ -66,7 +72,7 @@ class Stage(StageFields):
 
 
 class StageOverride(StageFields):
-    scale: PosFloat | None = Field(None, le=1e9, description="Multiply this stage's time per item (0.5 = twice as fast).")
+    scale: Annotated[float, Field(gt=0, le=1e9, allow_inf_nan=False)] | None = Field(None, description="Multiply this stage's time per item (0.5 = twice as fast).")
 
 
 class OverlapWhatIf(CalcRequest):
@@ -75,10 +81,10 @@ class OverlapWhatIf(CalcRequest):
     label: str | None = Field(None, max_length=200)
     items: PosInt | None = None
     mode: Literal["pipelined", "serial"] | None = None
-    release_times_s: list[NonNegFloat] | None = Field(None, max_length=100_000)
+    release_times_s: ReleaseTimes | None = None
     first_release_s: NonNegFloat | None = None
     release_interval_s: NonNegFloat | None = None
-    efficiency: PosFloat | None = Field(None, le=1)
+    efficiency: Efficiency | None = None
     stages: dict[Name, StageOverride] = Field(default_factory=dict, max_length=MAX_STAGES, description="Patches by stage name.")
 
 
@@ -88,10 +94,10 @@ class OverlapRequest(CalcRequest):
     stages: list[Stage] = Field(min_length=1, max_length=MAX_STAGES, description="The stages, in dependency order.")
     items: PosIntSweep | None = Field(None, description="Items (tiles, blocks, slices, requests). Default: the length of per-item lists, else 1. Sweepable.", examples=[8])
     mode: Literal["pipelined", "serial"] = Field("pipelined", description="`pipelined`: stages overlap across items within their dependencies; `serial`: one thing at a time.")
-    release_times_s: list[NonNegFloat] | None = Field(None, max_length=100_000, description="When each item becomes available, seconds (one per item).")
+    release_times_s: ReleaseTimes | None = Field(None, description="When each item becomes available, seconds (one per item).")
     first_release_s: NonNegFloat = Field(0.0, description="When the first item is available, seconds.")
     release_interval_s: NonNegFloat = Field(0.0, description="Gap between item arrivals, seconds (0 = all available at once).")
-    efficiency: PosFloat = Field(1.0, le=1, description="Every stage time is divided by this (0.9 = 90 % of the ideal).")
+    efficiency: Efficiency = Field(1.0, description="Every stage time is divided by this (0.9 = 90 % of the ideal).")
     scratch_bytes: NonNegFloat = Field(0.0, description="Extra working memory counted with the staging buffers.")
     memory_budget_bytes: PosFloat | None = Field(None, description="Memory for staging buffers + scratch; reports whether they fit.")
     budget_s: PosFloat | None = Field(None, description="Time budget; reports whether the makespan fits and the margin.")

@@ -31,9 +31,9 @@ TERMS = ("memory", "compute", "communication", "handoff")
 class ParallelSplitRequest(CalcRequest):
     """A decode step split over `tp` devices per stage (candidates) and `pp` pipeline stages."""
 
-    model: str | None = Field(None, max_length=100, description="Model id: weights (params × dtype), layers, hidden size, KV shape.", examples=["qwen3-8b"])
-    hardware: str | None = Field(None, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
-    interconnect: str | None = Field(None, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency.", examples=["nvlink4"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id: weights (params × dtype), layers, hidden size, KV shape.", examples=["qwen3-8b"])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
+    interconnect: str | None = Field(None, min_length=1, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency.", examples=["nvlink4"])
     weight_bytes: NonNegFloat | None = Field(None, description="Weight bytes W of the whole model (overrides the model).", examples=[16.4e9])
     weight_bytes_per_param: Annotated[float, Field(gt=0, le=16, allow_inf_nan=False)] | None = Field(None, description="Bytes per parameter when W comes from a model (default from its weight_dtype).")
     weight_read_bytes: NonNegFloat | None = Field(None, description="Weight bytes read per step if not all of W (MoE: active experts). Default W.")
@@ -57,7 +57,7 @@ class ParallelSplitRequest(CalcRequest):
     workspace_bytes: NonNegFloat = Field(0.0, description="Extra bytes per device (activations, workspace, runtime).")
     flops_per_token: NonNegFloat | None = Field(None, description="FLOPs per token of the whole model (≈ 2 × active params); with flop_per_s adds a compute time.")
     flop_per_s: PosFloat | None = Field(None, description="Effective FLOP/s per device.")
-    pp_link: str | None = Field(None, max_length=100, description="Link id between pipeline stages (default: the TP link).")
+    pp_link: str | None = Field(None, min_length=1, max_length=100, description="Link id between pipeline stages (default: the TP link).")
     pp_link_alpha_s: NonNegFloat | None = Field(None, description="α of a stage hand-off, seconds (default: the TP link's α).")
     pp_link_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="One-way bandwidth between stages, bytes/s (default: the TP link).")
     handoff_tensors: Annotated[int, Field(ge=1, le=16)] = Field(1, description="Tensors of [tokens, hidden] handed to the next stage (hidden_states + residual = 2).")
@@ -70,10 +70,10 @@ class SplitWhatIf(CalcRequest):
     """A partial request: the fields given replace the base request's (e.g. a slower interconnect)."""
 
     label: str | None = Field(None, max_length=200, description="Name shown for this variant.")
-    interconnect: str | None = Field(None, max_length=100)
+    interconnect: str | None = Field(None, min_length=1, max_length=100)
     link_alpha_s: NonNegFloat | None = None
     link_bandwidth_bytes_per_s: PosFloat | None = None
-    hardware: str | None = Field(None, max_length=100)
+    hardware: str | None = Field(None, min_length=1, max_length=100)
     hbm_bandwidth_bytes_per_s: PosFloat | None = None
     memory_bytes: PosFloat | None = None
     kv_bytes: NonNegFloat | None = None

@@ -66,7 +66,7 @@ class PricePerMTok(CalcRequest):
 class PrefixCacheRequest(CalcRequest):
     """A shared prefix reused by `requests` requests."""
 
-    model: str | None = Field(None, max_length=100, description="Model id (KV layout, parameters, heads).", examples=["llama-3.1-70b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id (KV layout, parameters, heads).", examples=["llama-3.1-70b"])
     architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model`.")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per prefix token, instead of a model.", examples=[327680])
     kv_format: FormatField = Field("bf16", description="Cache format (as in kv-cache).", examples=["fp16"])

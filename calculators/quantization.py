@@ -172,7 +172,7 @@ class QuantizationRequest(CalcRequest):
     values: NonNegIntSweep | None = Field(None, description="Number of values (elements). Sweepable.", examples=[50_331_648])
     shape: Annotated[list[PosInt], Field(min_length=1, max_length=8)] | None = Field(
         None, description="Tensor shape instead of `values`; its last dimension is the row length.", examples=[[12288, 4096]])
-    model: str | None = Field(None, max_length=100, description="Model id: its parameter count is the number of values.", examples=["llama-3.1-70b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id: its parameter count is the number of values.", examples=["llama-3.1-70b"])
     params: Literal["total", "active"] = Field("total", description="With `model`: all parameters or those active per token.")
     row_length: PosInt | None = Field(None, description="Values per row (scale blocks never span rows). Default: last dim of `shape`, else none.")
     format: FormatField = Field("bf16", description="Storage format: a name (see the description) or {bits_per_value, group_size, "

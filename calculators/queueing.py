@@ -21,7 +21,7 @@ from pydantic import Field
 
 from calculators.core import (
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
-    PosFloat, PosFloatSweep, PosInt, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
+    PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
 )
 from calculators.registry import Calculator, Chart
 
@@ -39,6 +39,9 @@ def quiet(fn):
 
 #: largest server count the search for `servers_needed` tries
 MAX_SERVERS_SEARCH = 10_000
+#: largest Erlang work of one request: sweep points × servers (and × MAX_SERVERS_SEARCH for a wait target);
+#: the recursion is a loop over servers, so this keeps a request well under a second
+MAX_ERLANG_WORK = 10_000_000
 
 
 def _aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -48,9 +51,10 @@ def _aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def _ints(a) -> object:
-    """Whole numbers as JSON integers (null where not finite)."""
+    """Whole numbers as JSON integers while float64 holds them exactly (larger ones stay floats: JSON integers
+    stop at 64 bits), null where not finite."""
     a = np.asarray(a, dtype=float)
-    conv = [int(v) if math.isfinite(v) else None for v in a.ravel().tolist()]
+    conv = [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
     return conv if a.ndim else conv[0]
 
 
@@ -62,16 +66,18 @@ class QueueingRequest(CalcRequest):
     arrival_rate_per_s: NonNegFloatSweep = Field(description="Mean arrival rate λ, requests/s. Sweepable.", examples=[7])
     service_s: PosFloatSweep = Field(description="Mean service time of one request at one server (the bottleneck stage), "
                                      "seconds. Sweepable.", examples=[0.125])
-    servers: PosInt = Field(1, le=MAX_SERVERS_SEARCH, description="Identical servers sharing one queue (c).")
+    servers: Annotated[int, Field(ge=1, le=MAX_SERVERS_SEARCH)] = Field(
+        1, description=f"Identical servers sharing one queue (c), at most {MAX_SERVERS_SEARCH:,}.")
     service: Literal["deterministic", "exponential", "general"] = Field(
         "deterministic", description="Service-time distribution: deterministic (M/D/c), exponential (M/M/c) or general "
                                      "(M/G/c with `service_cv`).")
-    service_cv: NonNegFloat | None = Field(None, le=1e3, description="Coefficient of variation of the service time "
+    service_cv: Annotated[float, Field(ge=0, le=1e3, allow_inf_nan=False)] | None = Field(None, description="Coefficient of variation of the service time "
                                            "(std/mean), for service = general.", examples=[0.5])
     extra_s: NonNegFloatSweep = Field(0.0, description="Time in the system outside this queue and its service (later "
                                       "pipeline stages, network), seconds. Sweepable.", examples=[0.1])
     target_wait_s: NonNegFloat | None = Field(None, description="Find the fewest servers whose mean queueing wait is at most this.")
-    target_utilisation: PosFloat | None = Field(None, le=1, description="Find the fewest servers whose utilisation is at most this.")
+    target_utilisation: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
+        None, description="Find the fewest servers whose utilisation is at most this (0 < target ≤ 1).")
 
 
 def _erlang_c(a: np.ndarray, c: int) -> np.ndarray:
@@ -106,6 +112,14 @@ def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
     factor = (1.0 + cv * cv) / 2.0
     c = req.servers
     lam, s = x["arrival_rate_per_s"], x["service_s"]
+    points = int(np.size(lam))
+    if points * c > MAX_ERLANG_WORK:
+        raise CalcInputError("servers", f"{points:,} sweep points × {c:,} servers exceeds {MAX_ERLANG_WORK:,} steps of the "
+                             "Erlang recursion; lower the servers or the sweep", status=413)
+    if req.target_wait_s is not None and points * MAX_SERVERS_SEARCH > MAX_ERLANG_WORK:
+        raise CalcInputError("target_wait_s", f"the servers search tries up to {MAX_SERVERS_SEARCH:,} servers per point; a "
+                             f"sweep of {points:,} points exceeds {MAX_ERLANG_WORK:,} steps (at most "
+                             f"{MAX_ERLANG_WORK // MAX_SERVERS_SEARCH:,} points)", status=413)
     letter = {"deterministic": "D", "exponential": "M", "general": "G"}[req.service]
     model = f"M/{letter}/{c}"
 
@@ -183,7 +197,7 @@ class BacklogRequest(CalcRequest):
     arrival_rate_per_s: NonNegFloatSweep = Field(description="Arrivals during the period, items/s. Sweepable.", examples=[7471.2])
     service_rate_per_s: NonNegFloatSweep = Field(0.0, description="Service per server during the period, items/s "
                                                  "(0 = outage). Sweepable.", examples=[2048])
-    servers: PosInt = Field(1, le=10**9, description="Servers, each serving service_rate_per_s.", examples=[3])
+    servers: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Servers, each serving service_rate_per_s (at most 1e9).", examples=[3])
     duration_s: NonNegFloatSweep = Field(0.0, description="Length of the period, seconds. Sweepable.", examples=[60])
     after_arrival_rate_per_s: NonNegFloatSweep | None = Field(None, description="Arrivals after the period, items/s. "
                                                               "Omitted: arrivals continue at the same rate.", examples=[0])

@@ -70,7 +70,7 @@ class CoSchedule(CalcRequest):
     jobs: list[Job] = Field(min_length=1, max_length=50)
     mixes: list[Mix] = Field(min_length=1, max_length=50, description="Combinations of jobs to test.")
     switch_s: NonNegFloat = Field(0.0, description="Time to switch a pool from one job's phase to another's, seconds (paid per phase when a pool is shared).")
-    slowdown_allowance: NonNegFloat = Field(0.0, le=100, description="Allowed cycle growth over the slowest job alone (0.1 = 10 %).")
+    slowdown_allowance: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] = Field(0.0, description="Allowed cycle growth over the slowest job alone (0.1 = 10 %).")
     host_memory_bytes: PosFloat | None = Field(None, description="Host memory available for parked states.")
     host_reserve_bytes: NonNegFloat = Field(0.0, description="Host memory kept free for everything else.")
 
@@ -334,19 +334,23 @@ def compute_recovery(req: RlRecoveryRequest, lookup: Lookup) -> Result:
 
 # --------------------------------------------------------------------------- rl-rollout-tail
 
+#: Over-sampling factor: at least 1 (no over-sampling), at most 100× the wanted count.
+OversampleFactor = Annotated[float, Field(ge=1, le=100, allow_inf_nan=False)]
+
+
 class Oversample(CalcRequest):
-    prompts: PosInt = Field(le=10**9, description="Prompts per step wanted.", examples=[128])
-    responses_per_prompt: PosInt = Field(le=10**6, description="Responses per prompt wanted.", examples=[8])
-    prompt_factor: PosFloat = Field(1.0, ge=1, le=100, description="Over-sampling factor on prompts.", examples=[1.25])
-    response_factor: PosFloat = Field(1.0, ge=1, le=100, description="Over-sampling factor on responses per prompt.", examples=[1.25])
+    prompts: Annotated[int, Field(ge=1, le=10**9)] = Field(description="Prompts per step wanted (at most 1e9).", examples=[128])
+    responses_per_prompt: Annotated[int, Field(ge=1, le=10**4)] = Field(description="Responses per prompt wanted (a group; at most 10,000).", examples=[8])
+    prompt_factor: OversampleFactor = Field(1.0, description="Over-sampling factor on prompts, 1 to 100.", examples=[1.25])
+    response_factor: OversampleFactor = Field(1.0, description="Over-sampling factor on responses per prompt, 1 to 100.", examples=[1.25])
 
 
 class RolloutTailRequest(CalcRequest):
     long_fraction: FractionSweep | None = Field(None, description="Probability that a rollout is a long one (straggler). Sweepable.", examples=[0.5])
     short_s: NonNegFloat | None = Field(None, description="Duration of a short rollout, seconds.", examples=[1])
     long_s: NonNegFloat | None = Field(None, description="Duration of a long rollout, seconds.", examples=[10])
-    race_copies: PosInt = Field(1, le=1024, description="Copies started per sample; the first to finish is kept and the rest cancelled.", examples=[2])
-    batch_size: PosInt = Field(1, le=10**9, description="Rollouts a synchronous step waits for.", examples=[64])
+    race_copies: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="Copies started per sample (at most 1024); the first to finish is kept and the rest cancelled.", examples=[2])
+    batch_size: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Rollouts a synchronous step waits for (at most 1e9).", examples=[64])
     oversample: Oversample | None = None
 
 
@@ -421,8 +425,9 @@ def _ratio(req: PolicyRatioRequest) -> Result:
     if req.logp_old is not None:
         old = req.logp_old
         r_up = res.step("update ratio", "r_upd = exp(log π_θ − log π_old)", f"exp({num(first(cur))} − ({num(old)}))", np.exp(cur - old), "")
-        w = res.step("behaviour correction weight", "w = exp(log π_old − log μ)", f"exp({num(old)} − ({num(beh)}))", math.exp(old - beh), "")
-        o.update({"update_ratio": _out(r_up), "behavior_weight": w, "product": _out(r_up * w),
+        # np.exp, not math.exp: a log-probability gap above ~709 overflows float64 to inf (reported as null)
+        w = res.step("behaviour correction weight", "w = exp(log π_old − log μ)", f"exp({num(old)} − ({num(beh)}))", np.exp(old - beh), "")
+        o.update({"update_ratio": _out(r_up), "behavior_weight": _out(w), "product": _out(r_up * w),
                   "misattributed_ratio": _out(r_up)})
     if req.clip_epsilon is not None:
         eps = req.clip_epsilon
@@ -439,6 +444,7 @@ def _ratio(req: PolicyRatioRequest) -> Result:
         "Ratios use per-token log-probabilities; which policy each log-probability belongs to matters: a recomputed "
         "log-probability is π_old, not the behaviour policy μ that sampled the token.",
         "Without clipping r_upd × w equals the behaviour ratio; with clipping the two placements are not equivalent.",
+        "A ratio above the float64 range (a log-probability gap over about 709) is reported as null.",
     )
     return res
 

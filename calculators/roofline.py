@@ -158,7 +158,7 @@ class RooflineRequest(CalcRequest):
     """One of `operation`, `model`, `architecture`, `params`; a device by `hardware` id or explicit rates."""
 
     operation: Operation | None = Field(None, description="A single operation (gemm, attention or custom FLOPs/bytes).")
-    model: str | None = Field(None, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloat | None = Field(None, description="Active parameters per token (no shapes: attention not counted).")
     phase: Literal["prefill", "decode"] = Field("decode", description="prefill: `tokens` prompt tokens per sequence; decode: `tokens` new tokens per sequence (1, or more for speculative verification).")
@@ -171,7 +171,7 @@ class RooflineRequest(CalcRequest):
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token (with `params`, which has no shapes).")
     include_lm_head: bool = Field(True, description="Count the output projection (decode: every token; prefill: last position only).")
     include_attention: bool = Field(True, description="Count the QKᵀ/AV pair FLOPs.")
-    hardware: str | None = Field(None, max_length=100, description="Hardware id (peak and bandwidth from the store).", examples=["h100-sxm"])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id (peak and bandwidth from the store).", examples=["h100-sxm"])
     precision: str = Field("BF16", max_length=10, description="Input precision of the peak row used (BF16, FP8, FP16, INT8, FP4 …).")
     sparsity: Literal["dense", "structured"] = Field("dense", description="Peak row: dense (default) or 2:4 structured sparse.")
     peak_flop_per_s: PosFloatSweep | None = Field(None, description="Explicit peak FLOP/s (instead of the hardware row). Sweepable.")
@@ -434,8 +434,26 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
     return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok}
 
 
+def _check_sweeps(req: RooflineRequest) -> None:
+    """Every swept field of the request (work and rates) must pair up: a mismatch is a 422 naming the field."""
+    named: dict = {}
+    op = req.operation
+    if op is not None:
+        for k in ("m", "count", "tile_m", "tile_n", "flops", "bytes"):
+            v = getattr(op, k, None)
+            if v is not None:
+                named[f"operation.{k}"] = v
+    else:
+        named.update(tokens=req.tokens, batch=req.batch, context_tokens=req.context_tokens)
+    for k in ("peak_flop_per_s", "memory_bandwidth_bytes_per_s"):
+        if getattr(req, k) is not None:
+            named[k] = getattr(req, k)
+    broadcast(named)
+
+
 def compute(req: RooflineRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    _check_sweeps(req)
     work = _op(req, res) if req.operation is not None else _model(req, lookup, res)
     peak, bw, _ = hardware_rates(req, lookup, res, optional_peak=True)
     rates = broadcast({"peak_flop_per_s": peak if peak is not None else 1.0,
@@ -510,7 +528,7 @@ class DynamicPower(CalcRequest):
 
 class EnergyRequest(CalcRequest):
     power_w: PosFloatSweep | None = Field(None, description="Power draw of one device in watts. Sweepable.", examples=[700])
-    hardware: str | None = Field(None, max_length=100, description="Hardware id whose power_w is used.", examples=["h100-sxm"])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id whose power_w is used.", examples=["h100-sxm"])
     devices: PosInt = Field(1, description="Devices drawing that power.")
     utilization_of_power: Fraction = Field(1.0, description="Fraction of the rated power actually drawn (> 0).")
     time_s: NonNegFloatSweep | None = Field(None, description="Duration in seconds. Sweepable.")
@@ -571,7 +589,7 @@ def compute_energy(req: EnergyRequest, lookup: Lookup) -> Result:
             res.step("power ratio", "P_new / P_old (given)", num(ratio), ratio, "")
         else:
             vr = dp.voltage_new_v / dp.voltage_old_v
-            ratio = dp.activity_ratio * dp.capacitance_ratio * vr ** 2 * dp.frequency_ratio
+            ratio = dp.activity_ratio * dp.capacitance_ratio * (vr * vr) * dp.frequency_ratio  # float ** raises on overflow
             res.step("power ratio", "P_new/P_old = (α'/α)(C'/C)(V'/V)²(f'/f)",
                      f"{num(dp.activity_ratio)} × {num(dp.capacitance_ratio)} × ({num(dp.voltage_new_v)}/{num(dp.voltage_old_v)})² × {num(dp.frequency_ratio)}",
                      ratio, "")

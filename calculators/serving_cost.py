@@ -12,7 +12,7 @@ Two methods side by side:
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -43,12 +43,12 @@ from calculators.weight_memory import Format, format_bytes, format_label
 
 class ServingCostRequest(CalcRequest):
     method: Literal["bandwidth", "page"] = Field("bandwidth", description="Which method fills the top-level outputs; both are reported under `methods` when their inputs are known.")
-    model: str | None = Field(None, max_length=100, description="Model id (params_total and the KV shape from the store).", examples=["llama-3.1-70b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id (params_total and the KV shape from the store).", examples=["llama-3.1-70b"])
     params: PosFloat | None = Field(None, description="Parameter count instead of a model id.", examples=[70e9])
-    bytes_per_param: PosFloat = Field(2.0, le=8, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5).")
+    bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] = Field(2.0, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5).")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token per sequence (default: from the model's layer groups at kv_format; 0 with `params`).")
     kv_format: Format = Field("bf16", description="KV value format when the KV size comes from the model.")
-    hardware: str | None = Field(None, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
     memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory in bytes (80 GB = 80e9).")
     memory_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Device memory bandwidth in B/s.")
     price_per_device_hour_usd: PosFloat = Field(description="Price of one device for one hour, USD.", examples=[8.0])
@@ -75,11 +75,16 @@ def page_method(params: float, bits: float, mem_gb: float, price: float, target:
     model_size_gb = params_b * 1e9 * bits / 8 / 1e9
     if not (mem_gb > 0 and params_b * bits / 16 > 0 and math.isfinite(model_size_gb * 1.2 / mem_gb)):
         raise CalcInputError("params", "too small or too large for the page's arithmetic (a division underflows or overflows)")
+    # the page's counts are whole devices; past 2^53 float64 no longer counts them exactly (and no cluster is that big)
+    if model_size_gb * 1.2 / mem_gb + 0.99 >= 2**53:
+        raise CalcInputError("params", "the page's arithmetic needs more than 2^53 devices per replica")
     gpus = max(1, int((model_size_gb * 1.2) / mem_gb + 0.99))
     per_gpu = 500 / (params_b * bits / 16)
     if not (per_gpu > 0 and math.isfinite(per_gpu) and math.isfinite(target / (per_gpu * gpus))):
         raise CalcInputError("params", "too small or too large for the page's arithmetic (a division underflows or overflows)")
     total = per_gpu * gpus
+    if target / total + 0.99 >= 2**53 or gpus * (target / total + 0.99) >= 2**53:
+        raise CalcInputError("target_tokens_per_s", "the page's arithmetic needs more than 2^53 devices")
     replicas = max(1, int(target / total + 0.99))
     total_gpus = gpus * replicas
     cost_hr = total_gpus * price

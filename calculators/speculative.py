@@ -15,14 +15,14 @@ Two calculators of the `speculative` family:
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
-    PosInt, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
+    MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
+    PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.registry import Calculator, Chart
 
@@ -37,6 +37,17 @@ def _out(x):
 K_SEARCH = np.arange(1, 33)
 #: largest number of Bernoulli draws one simulation may make (points × rounds × k)
 MAX_DRAWS = 20_000_000
+#: largest draft length k (draft tokens verified per round)
+MAX_DRAFT_TOKENS = 4096
+
+#: k: draft tokens per round, 1..4096 (a scalar or a sweep)
+DraftTokens = Annotated[int, Field(ge=1, le=MAX_DRAFT_TOKENS)]
+DraftTokensSweep = DraftTokens | Annotated[list[DraftTokens], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+#: a draft limit that may be 0 (a request that drafts nothing this round)
+DraftLimit = Annotated[int, Field(ge=0, le=MAX_DRAFT_TOKENS)]
+#: draft and verify costs relative to one plain decode step
+CostRatio = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+PosCostRatio = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
 
 
 def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
@@ -53,28 +64,21 @@ def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
 class Simulate(CalcRequest):
     """Seeded Monte Carlo of speculative rounds (checks the closed form)."""
 
-    rounds: PosInt = Field(le=5_000_000, description="Rounds to simulate per sweep point.", examples=[100000])
-    seed: NonNegInt = Field(0, le=2**63 - 1, description="Seed for numpy.random.default_rng; the same seed gives the same answer.")
+    rounds: Annotated[int, Field(ge=1, le=5_000_000)] = Field(description="Rounds to simulate per sweep point (at most 5,000,000; points × rounds × k at most 20,000,000).", examples=[100000])
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1)] = Field(0, description="Seed for numpy.random.default_rng; the same seed gives the same answer.")
 
 
 class SpeculativeRequest(CalcRequest):
     """One request decoded speculatively."""
 
     acceptance_rate: FractionSweep = Field(description="α: probability that a draft token is accepted given that all earlier drafts of the round were. Sweepable.", examples=[0.75])
-    draft_tokens: PosIntSweep = Field(4, description="k: draft tokens proposed per round (≤ 4096). Sweepable.", examples=[4])
-    draft_cost_ratio: NonNegFloat = Field(0.0, le=1e6, description="c: time to produce one draft token relative to one plain target decode step (0 = free, e.g. a lookup).", examples=[0.05])
-    verify_cost_ratio: PosFloat = Field(1.0, le=1e6, description="v: time of one verify forward over k + 1 positions relative to one plain decode step (1 = memory-bound decode, unchanged by a few extra rows).", examples=[1.0])
+    draft_tokens: DraftTokensSweep = Field(4, description="k: draft tokens proposed per round (≤ 4096). Sweepable.", examples=[4])
+    draft_cost_ratio: CostRatio = Field(0.0, description="c: time to produce one draft token relative to one plain target decode step (0 = free, e.g. a lookup).", examples=[0.05])
+    verify_cost_ratio: PosCostRatio = Field(1.0, description="v: time of one verify forward over k + 1 positions relative to one plain decode step (1 = memory-bound decode, unchanged by a few extra rows).", examples=[1.0])
     target_step_s: PosFloat | None = Field(None, description="Plain target decode time per token, seconds; turns ratios into seconds.", examples=[0.001])
     setup_s: NonNegFloat | None = Field(None, description="One-off exposed setup (draft index build, transfer), seconds; needs target_step_s.", examples=[2.0])
     decode_fraction: Fraction | None = Field(None, description="Share of end-to-end task time spent decoding; gives the Amdahl end-to-end speedup.", examples=[0.5])
     simulate: Simulate | None = Field(None, description="Also simulate rounds with a seeded generator and report the sample mean and its standard error.")
-
-    @model_validator(mode="after")
-    def _k_bound(self):
-        ks = self.draft_tokens if isinstance(self.draft_tokens, list) else [self.draft_tokens]
-        if max(ks) > 4096:
-            raise ValueError("draft_tokens must be at most 4096")
-        return self
 
 
 def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
@@ -145,7 +149,7 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
 
     if req.simulate is not None:
         sim = req.simulate
-        npts = int(np.size(a))
+        npts = int(np.size(e))  # points of the sweep: acceptance_rate, draft_tokens or both
         kmax = int(np.max(k))
         if npts * sim.rounds * kmax > MAX_DRAWS:
             raise CalcInputError(("simulate", "rounds"), f"{npts} points × {sim.rounds} rounds × {kmax} drafts exceeds "
@@ -206,11 +210,11 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
 class SpecGroup(CalcRequest):
     """Requests with the same acceptance and draft limit."""
 
-    draft_tokens: NonNegInt = Field(le=4096, description="Draft tokens verified per request per round (the verify limit).", examples=[6])
+    draft_tokens: DraftLimit = Field(description="Draft tokens verified per request per round (the verify limit, 0..4096).", examples=[6])
     acceptance_rate: Fraction | None = Field(None, description="Conditional per-position acceptance α (same at every position).", examples=[0.9])
     position_acceptance: list[Fraction] | None = Field(None, min_length=1, max_length=4096, description="Per-position acceptance instead of α; see `position_acceptance_kind`. Its length may exceed draft_tokens (only the first draft_tokens are used).", examples=[[0.5, 0.25]])
     position_acceptance_kind: Literal["conditional", "cumulative"] = Field("conditional", description="`conditional`: p_j given all earlier accepted; `cumulative`: q_j = share of rounds that accepted at least j drafts (what vLLM's per-position rate logs).")
-    count: PosInt = Field(1, le=10**6, description="Requests in this group.")
+    count: Annotated[int, Field(ge=1, le=10**6)] = Field(1, description="Requests in this group (at most 1,000,000).")
     label: str | None = Field(None, max_length=100)
 
 
@@ -218,7 +222,7 @@ class BudgetVariant(CalcRequest):
     """The same batch with other verify limits (e.g. compact budgets) or forced rows."""
 
     label: str | None = Field(None, max_length=100)
-    draft_tokens: list[NonNegInt] | None = Field(None, max_length=1000, description="New draft limit per group, in group order.")
+    draft_tokens: Annotated[list[DraftLimit], Field(max_length=1000)] | None = Field(None, description="New draft limit per group (0..4096), in group order.")
     min_executed_rows: NonNegInt | None = Field(None, description="Rows the pass must run anyway in this variant.")
 
 
@@ -230,7 +234,7 @@ class VerifyBudgetRequest(CalcRequest):
     min_executed_rows: NonNegInt = Field(0, description="Rows the pass must run anyway: another data-parallel rank's rows when ranks share one tier, or the original full graph when results are only masked.", examples=[25])
     fixed_round_s: NonNegFloat = Field(0.0, description="Time per round that does not shrink with fewer rows (draft, host work), seconds.", examples=[0.002])
     per_row_s: NonNegFloat = Field(0.0, description="Time per executed verify row, seconds.", examples=[0.0001])
-    row_bytes: NonNegInt | None = Field(None, description="Bytes per verify row of a per-row buffer (e.g. a packed grammar mask row), for its capacity.", examples=[18992])
+    row_bytes: Annotated[int, Field(ge=0, le=10**9)] | None = Field(None, description="Bytes per verify row of a per-row buffer (e.g. a packed grammar mask row, at most 1e9), for its capacity.", examples=[18992])
     variants: list[BudgetVariant] = Field(default_factory=list, max_length=20, description="Variants of the batch to compare.")
 
 
@@ -250,6 +254,11 @@ def _group_expected(g: SpecGroup) -> tuple[float | None, float | None]:
     if g.acceptance_rate is not None:
         return float(expected_tokens(g.acceptance_rate, k)), None
     return None, None
+
+
+def _whole(n: int) -> int | float:
+    """A whole count as a JSON integer while float64 holds it exactly, else as a float (JSON integers stop at 64 bits)."""
+    return n if abs(n) < 2**53 else float(n)
 
 
 def _budget(groups_in: list, tiers, min_rows: int, fixed: float, per_row: float, loc=("groups",)) -> dict:
@@ -303,7 +312,7 @@ def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
         if b["tokens_per_s"] is not None:
             res.step("expected throughput", "Σ E_i / t", f"{num(b['expected_tokens_per_round'])} / {fmt_s(b['round_s'])}", b["tokens_per_s"], "tokens/s")
     if req.row_bytes is not None:
-        b["row_buffer_bytes"] = b["rows"] * req.row_bytes
+        b["row_buffer_bytes"] = _whole(b["rows"] * req.row_bytes)
         res.step("per-row buffer capacity", "rows × row bytes", f"{b['rows']} × {num(req.row_bytes)} = {fmt_bytes(b['row_buffer_bytes'])}", b["row_buffer_bytes"], "B")
     variants = []
     for i, v in enumerate(req.variants):
@@ -316,7 +325,7 @@ def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
                      req.fixed_round_s, req.per_row_s, loc=("variants", i))
         vb["label"] = v.label or f"variant {i + 1}"
         if req.row_bytes is not None:
-            vb["row_buffer_bytes"] = vb["rows"] * req.row_bytes
+            vb["row_buffer_bytes"] = _whole(vb["rows"] * req.row_bytes)
         variants.append(vb)
         res.step(f"variant: {vb['label']}", "same batch with the variant's limits", f"{vb['rows']} rows → {vb['executed_rows']} executed",
                  vb["tokens_per_s"] if vb["tokens_per_s"] is not None else vb["executed_rows"], "tokens/s" if vb["tokens_per_s"] is not None else "rows")

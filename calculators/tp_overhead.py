@@ -25,7 +25,7 @@ from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve
 class TpOverheadRequest(CalcRequest):
     """All-reduce cost of tensor parallelism for one forward pass over `tokens`."""
 
-    model: str | None = Field(None, max_length=100, description="Model id supplying hidden_size and layers.", examples=["qwen3-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id supplying hidden_size and layers.", examples=["qwen3-8b"])
     hidden_size: Annotated[int, Field(ge=1, le=10**7)] | None = Field(None, description="Hidden size d (values per token row); overrides the model.", examples=[4096])
     layers: Annotated[int, Field(ge=1, le=100_000)] | None = Field(None, description="Transformer layers; overrides the model.", examples=[36])
     tokens: PosIntSweep = Field(description="Tokens in the step whose activations are reduced: the batch for decode (1 token each), "
@@ -34,7 +34,7 @@ class TpOverheadRequest(CalcRequest):
     tp: PosIntSweep = Field(description="Tensor-parallel degree p (ranks in each all-reduce). Sweepable.", examples=[8])
     allreduces_per_layer: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="All-reduces per layer (Megatron: 2, after attention and after MLP).")
     algorithm: Algorithm = Field("ring", description="ring | tree | direct (see the collective calculator).")
-    link: str | None = Field(None, max_length=100, description="Link id supplying bandwidth and α when not given.", examples=["nvlink4"])
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link id supplying bandwidth and α when not given.", examples=["nvlink4"])
     link_alpha_s: NonNegFloatSweep | None = Field(None, description="Start-up latency α per dependent round, seconds. Sweepable.", examples=[2e-6])
     link_bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Effective one-way bandwidth per rank, bytes/s "
                                                              "(not a bidirectional aggregate). Sweepable.", examples=[50e9])

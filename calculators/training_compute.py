@@ -46,7 +46,7 @@ class AttentionShape(CalcRequest):
 
 
 class TrainingComputeRequest(CalcRequest):
-    model: str | None = Field(None, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="N: matrix parameters used per token (MoE: active). Sweepable.", examples=[8e9])
     tokens: PosFloatSweep | None = Field(None, description="D: training tokens (without it only per-token FLOPs are given). Sweepable.", examples=[100e9])
@@ -54,7 +54,7 @@ class TrainingComputeRequest(CalcRequest):
     attention: AttentionShape | None = Field(None, description="Attention shape for the pair term with `params`.")
     include_lm_head: bool = Field(True, description="Count the output projection (2·V·d per token forward) with model/architecture.")
     recompute: Literal["none", "full"] = Field("none", description="full: activations recomputed in backward (one more forward: 8·N·D).")
-    hardware: str | None = Field(None, max_length=100, description="Hardware id for the precision-matched dense peak.", examples=["h100-sxm"])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id for the precision-matched dense peak.", examples=["h100-sxm"])
     precision: str = Field("BF16", max_length=10, description="Peak row precision.")
     sparsity: Literal["dense", "structured"] = Field("dense", description="Peak row sparsity (dense unless asked).")
     peak_flop_per_s: PosFloatSweep | None = Field(None, description="Explicit peak FLOP/s per device. Sweepable.")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -112,32 +112,58 @@ def format_bytes(values, fmt: Format):
 
 # --------------------------------------------------------------------------- architecture
 
+# Shape bounds: far above any published model (hidden 7,168, vocab 262,144, 61 layers, 384 experts ...), low
+# enough that a layer's matrices stay countable. Declared inside the type, where pydantic enforces them.
+Layers = Annotated[int, Field(ge=1, le=10**5)]
+Width = Annotated[int, Field(ge=1, le=10**7)]
+OptWidth = Annotated[int, Field(ge=0, le=10**7)]
+HeadCount = Annotated[int, Field(ge=0, le=10**5)]
+HeadDim = Annotated[int, Field(ge=0, le=10**6)]
+PosHeadDim = Annotated[int, Field(ge=1, le=10**6)]
+Vocab = Annotated[int, Field(ge=0, le=10**8)]
+ExpertCount = Annotated[int, Field(ge=1, le=10**6)]
+
+
+def exact(x):
+    """Python ints as JSON integers while float64 holds them exactly, floats beyond (JSON integers stop at 64 bits,
+    and a parameter count past 2^53 is far outside any model); recurses into dicts and lists."""
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return x if abs(x) < 2**53 else float(x)
+    if isinstance(x, dict):
+        return {k: exact(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [exact(v) for v in x]
+    return x
+
+
 class MoESpec(CalcRequest):
-    experts: PosInt = Field(description="Routed experts per MoE layer.", examples=[128])
-    experts_per_token: PosInt = Field(description="Routed experts each token uses.", examples=[8])
-    shared_experts: NonNegInt = Field(0, description="Always-active shared experts per MoE layer.")
-    expert_ffn_size: PosInt = Field(description="Intermediate width of one expert (SwiGLU).", examples=[1536])
-    dense_layers: NonNegInt = Field(0, description="Leading layers with a dense FFN (width `ffn_size`) instead of experts.")
+    experts: ExpertCount = Field(description="Routed experts per MoE layer (at most 1e6).", examples=[128])
+    experts_per_token: ExpertCount = Field(description="Routed experts each token uses.", examples=[8])
+    shared_experts: Annotated[int, Field(ge=0, le=10**4)] = Field(0, description="Always-active shared experts per MoE layer.")
+    expert_ffn_size: Width = Field(description="Intermediate width of one expert (SwiGLU).", examples=[1536])
+    dense_layers: Annotated[int, Field(ge=0, le=10**5)] = Field(0, description="Leading layers with a dense FFN (width `ffn_size`) instead of experts.")
 
 
 class MLASpec(CalcRequest):
-    kv_lora_rank: PosInt = Field(description="Latent width of the compressed KV.", examples=[512])
-    q_lora_rank: NonNegInt = Field(0, description="Latent width of the compressed query; 0 = full-rank query projection.")
-    qk_rope_head_dim: NonNegInt = Field(64, description="Decoupled RoPE key/query width per head.")
-    qk_nope_head_dim: PosInt = Field(128, description="Non-RoPE query/key width per head.")
-    v_head_dim: PosInt = Field(128, description="Value width per head.")
+    kv_lora_rank: Width = Field(description="Latent width of the compressed KV.", examples=[512])
+    q_lora_rank: OptWidth = Field(0, description="Latent width of the compressed query; 0 = full-rank query projection.")
+    qk_rope_head_dim: HeadDim = Field(64, description="Decoupled RoPE key/query width per head.")
+    qk_nope_head_dim: PosHeadDim = Field(128, description="Non-RoPE query/key width per head.")
+    v_head_dim: PosHeadDim = Field(128, description="Value width per head.")
 
 
 class ShapeArchitecture(CalcRequest):
     """Explicit transformer shapes (the same names as the store's model records)."""
 
-    layers: PosInt = Field(description="Transformer layers.", examples=[36])
-    hidden_size: PosInt = Field(description="Model width d.", examples=[4096])
-    heads: NonNegInt = Field(0, description="Query heads (0 = no attention projections counted).", examples=[32])
-    kv_heads: NonNegInt = Field(0, description="Key/value heads (GQA); defaults to `heads`.", examples=[8])
-    head_dim: NonNegInt = Field(0, description="Width per head; defaults to hidden_size / heads.", examples=[128])
-    ffn_size: NonNegInt = Field(0, description="Dense FFN intermediate width (0 = none).", examples=[12288])
-    vocab_size: NonNegInt = Field(0, description="Vocabulary (0 = no embeddings / head counted).", examples=[151936])
+    layers: Layers = Field(description="Transformer layers (at most 1e5).", examples=[36])
+    hidden_size: Width = Field(description="Model width d (at most 1e7).", examples=[4096])
+    heads: HeadCount = Field(0, description="Query heads (0 = no attention projections counted).", examples=[32])
+    kv_heads: HeadCount = Field(0, description="Key/value heads (GQA); defaults to `heads`.", examples=[8])
+    head_dim: HeadDim = Field(0, description="Width per head; defaults to hidden_size / heads.", examples=[128])
+    ffn_size: OptWidth = Field(0, description="Dense FFN intermediate width (0 = none).", examples=[12288])
+    vocab_size: Vocab = Field(0, description="Vocabulary (0 = no embeddings / head counted, at most 1e8).", examples=[151936])
     tie_word_embeddings: bool = Field(False, description="Input embedding and LM head share one matrix.")
     qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3): 2 x head_dim values per layer.")
     ffn_matrices: int = Field(3, ge=2, le=3, description="Matrices per FFN/expert: 3 for SwiGLU (gate, up, down), 2 for a plain MLP.")
@@ -294,7 +320,7 @@ def ledger(a: Arch) -> dict:
         "router": comp["router"],
     }
     head_matrix = a.vocab * d  # the output projection multiplies every token that needs logits (tied or not)
-    return {
+    return exact({
         "components": comp,
         "total": sum(comp.values()),
         "core_matrix": active_matrix["attention"] + comp["dense_ffn"] + comp["routed_experts"] + comp["shared_experts"]
@@ -306,7 +332,7 @@ def ledger(a: Arch) -> dict:
         + (comp["attention"] - active_matrix["attention"]),
         "per_layer": {"attention": attn_layer, "dense_ffn": dense_ffn_layer if a.ffn else 0,
                       "expert": expert, "norms": norms_layer},
-    }
+    })
 
 
 def resolve_arch(req, lookup: Lookup, res: Result, qk_norm: bool | None = None) -> tuple[Arch | None, dict | None]:
@@ -344,7 +370,7 @@ class ComponentFormats(CalcRequest):
 class WeightMemoryRequest(CalcRequest):
     """Exactly one of `model`, `architecture`, `params`, `tensors` describes what is stored."""
 
-    model: str | None = Field(None, max_length=100, description="Model id in the store (e.g. qwen3-8b).", examples=["qwen3-8b"])
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (e.g. qwen3-8b).", examples=["qwen3-8b"])
     architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="Explicit parameter count (e.g. 235e9 for a '235B' label). Sweepable.", examples=[235e9])
     tensors: list[TensorSpec] | None = Field(None, min_length=1, max_length=200, description="Explicit tensors (one group), repeated `copies` times.")
@@ -357,7 +383,7 @@ class WeightMemoryRequest(CalcRequest):
     qk_norm: bool | None = Field(None, description="Override: the model has per-head Q/K norms (Qwen3). Default: the record's flag, else false.")
     devices: PosIntSweep = Field(1, description="Devices sharing one replica (tensor/expert parallel degree). Sweepable.", examples=[8])
     expert_parallel: bool = Field(False, description="Place whole experts on devices (ceil(experts/devices) each) instead of slicing every expert.")
-    hardware: str | None = Field(None, max_length=100, description="Hardware id whose memory_bytes is the per-device capacity.", examples=["h100-sxm"])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id whose memory_bytes is the per-device capacity.", examples=["h100-sxm"])
     memory_per_device_bytes: PosFloatSweep | None = Field(None, description="Per-device memory in bytes (80 GB = 80e9), instead of `hardware`. Sweepable.")
 
     @model_validator(mode="after")
@@ -473,7 +499,7 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
         if a.experts:
             res.step("experts per MoE layer", "(E + shared) × 3 × d × f_e + router d × E",
                      f"({a.experts} + {a.shared}) × {a.ffn_matrices} × {a.d} × {a.expert_ffn} + {a.d} × {a.experts}",
-                     (a.experts + a.shared) * pl["expert"] + a.d * a.experts, "params")
+                     exact((a.experts + a.shared) * pl["expert"] + a.d * a.experts), "params")
         if comp["embeddings"]:
             res.step("embeddings + head", "V × d × (1 if tied else 2)", f"{a.vocab} × {a.d} × {1 if a.tied else 2}",
                      comp["embeddings"] + comp["lm_head"], "params")

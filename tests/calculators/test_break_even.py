@@ -149,3 +149,14 @@ def test_mixture_validation():
     for bad in ({"options": STALE[:1]}, {"options": STALE, "probability": 1.5}, {"options": STALE, "quantile": 1}):
         with pytest.raises(ValidationError):
             calc("mixture-choice", bad)
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def test_first_beneficial_use_beyond_64_bits_is_a_float():
+    # The fuzzed request: 1e30 / 0.00018 uses; int() of it is not a 64-bit integer and the API answered 500.
+    import orjson
+    _, _, r = run("break-even", {"one_off": 1e30, "saving_per_use": 0.00018, "uses": [50, 100]}, no_lookup)
+    o = orjson.loads(orjson.dumps(r.outputs, option=orjson.OPT_SERIALIZE_NUMPY))
+    assert o["first_beneficial_use"] == [pytest.approx(1e30 / 0.00018)] * 2
+    assert calc("break-even", {"one_off": 0.012, "saving_per_use": 0.00018})["first_beneficial_use"] == 67

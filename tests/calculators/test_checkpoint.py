@@ -62,3 +62,17 @@ def test_validation():
         calc({"params": 1e9, "write_bandwidth_bytes_per_s": 0})
     with pytest.raises(ValidationError):
         calc({"params": 1e9, "model": "qwen3-8b"})
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+@pytest.mark.parametrize("field, value", [("weight_bytes_per_param", 65), ("master_bytes_per_param", 65),
+                                          ("optimizer_bytes_per_param", 65), ("gradient_bytes_per_param", 65),
+                                          ("state_bytes_per_param", 1025)])
+def test_bytes_per_param_bounds_are_enforced(field, value):
+    # These bounds were written as Field(le=...) next to NonNegFloat/PosFloat, which pydantic silently ignores.
+    with pytest.raises(ValidationError) as e:
+        calc({"params": 8e9, field: value})
+    assert e.value.errors()[0]["loc"][0] == field
+    with pytest.raises(ValidationError):
+        calc({"model": "", "write_bandwidth_bytes_per_s": 8e9})

@@ -64,3 +64,20 @@ def test_more_uplink_never_slower(up, rate, extra):
     a = calc({**RAW, "upload_bytes": up, "uplink_bits_per_s": rate})["total_s"]
     b = calc({**RAW, "upload_bytes": up, "uplink_bits_per_s": rate * extra})["total_s"]
     assert b <= a + 1e-12 and math.isfinite(a)
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def test_what_if_fields_given_as_null_keep_the_base_value():
+    # The fuzzed request sent every what-if field explicitly as null; `rounds: null` replaced the base rounds
+    # and `total × None` raised a TypeError (a 500). Null now means "not replaced".
+    nulls = {k: None for k in ("label", "upload_bytes", "download_bytes", "uplink_bits_per_s", "downlink_bits_per_s",
+                               "rtt_s", "processing_s", "rounds")}
+    o = calc({**RAW, "compression": {"ratio": 2, "codec_s": 0.0}, "rounds": 1,
+              "what_if": [{"compression": {"ratio": 2, "codec_s": 0.0}, **nulls}, {**nulls, "rtt_s": 0.2}]})
+    same, slower = o["what_if"]
+    assert same["total_s"] == pytest.approx(o["total_s"]) and same["saved_s"] == pytest.approx(0.0)
+    assert slower["saved_s"] == pytest.approx(-0.1)
+    # `compression: null` still removes the base's compression
+    o = calc({**RAW, "compression": {"ratio": 2, "codec_s": 0.0}, "what_if": [{"compression": None}]})
+    assert o["what_if"][0]["breakdown"]["upload"] == pytest.approx(12.0)

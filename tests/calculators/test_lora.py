@@ -155,3 +155,17 @@ def test_unknown_model_is_a_named_error():
 def test_bad_values_are_refused_by_the_model(patch):
     with pytest.raises(ValidationError):
         calc({**EXPLICIT, **patch})
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+@pytest.mark.parametrize("patch", [
+    {"dtype_bytes": 17}, {"block_tokens": 65537}, {"gpu_slots": 100_001}, {"pinned_slots": 100_001},
+    {"layers": 10_001}, {"tokens_per_adapter": []}, {"tokens_per_adapter": [[1]] * 4097},
+    {"gpu_slots": 8, "schedule": {**SCHEDULE, "requests": 65}},
+    {"gpu_slots": 8, "schedule": {**SCHEDULE, "prefill_s_by_batch": [{"batch": 65, "prefill_s": 0.1}]}},
+])
+def test_lora_bounds_are_enforced(patch):
+    # These bounds were written as Field(le=...) next to core aliases, which pydantic silently ignores.
+    with pytest.raises(ValidationError):
+        calc({**EXPLICIT, **patch})

@@ -179,3 +179,37 @@ def test_routing_record_encodings(lookup):
     assert o["routing_record_bytes"] == [6 * MIB, 12 * MIB]
     with pytest.raises(ValidationError):
         moe({**QWEN, "moe_layers": 2, "expert_id_bytes": 9})
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+MOE_EXAMPLE = {**QWEN, "moe_layers": 94, "tokens": [1, 8, 32], "tokens_per_expert": [32, 16, 8, 4, 2, 1, 1, 0],
+               "tile_rows": 32, "ep_nodes": 8, "capacity_factor": 1.25, "expert_id_bytes": 2}
+
+
+@pytest.mark.parametrize("field, value", [
+    ("matrices_per_expert", 999999999999999),   # the fuzzed value: parameters = 1e15 × h × f overflowed 64-bit JSON
+    ("weight_bytes_per_param", 65.0), ("activation_bytes", 65.0), ("expert_hidden_size", 10**7 + 1),
+    ("experts", 10**6 + 1), ("shared_experts", 10**4 + 1), ("moe_layers", 10**5 + 1), ("tile_rows", 10**6 + 1),
+    ("capacity_factor", 1001.0), ("ep_nodes", 10**5 + 1),
+])
+def test_moe_bounds_are_enforced(field, value):
+    # These bounds were written as Field(le=...) next to PosInt/PosFloat, which pydantic silently ignores.
+    with pytest.raises(ValidationError) as e:
+        moe({**MOE_EXAMPLE, field: value})
+    assert e.value.errors()[0]["loc"][0] == field
+
+
+def test_placement_bounds_are_enforced_and_largest_inputs_answer():
+    base = {**QWEN, "moe_layers": 94, "ep_ranks": 16,
+            "resize": {"from_ranks": 8, "to_ranks": 16, "bytes_per_s": 100e9}}
+    for bad in ({"matrices_per_expert": 999999999999999}, {"ep_ranks": 10**6 + 1},
+                {"resize": {"from_ranks": 8, "to_ranks": 10**6 + 1, "bytes_per_s": 1e9}}):
+        with pytest.raises(ValidationError):
+            place({**base, **bad})
+    import orjson
+    big = {**base, "matrices_per_expert": 16, "expert_hidden_size": 10**7, "expert_ffn_size": 10**7,
+           "weight_bytes_per_param": 64}
+    _, _, r = run("moe-placement", big, no_lookup)
+    orjson.dumps(r.outputs, option=orjson.OPT_SERIALIZE_NUMPY)   # every count fits JSON
+    assert r.outputs["expert_params"] == 16 * 10**14

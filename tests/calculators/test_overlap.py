@@ -176,3 +176,23 @@ def test_validation():
     with pytest.raises(CalcInputError) as e:
         tl({"stages": [{"name": "a", "duration_s": 1, "slots": 1}], "items": 10**6})
     assert e.value.status == 413
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def test_empty_release_times_and_out_of_range_bounds_are_refused():
+    # The fuzzed request: `release_times_s: []` with no items gave zero items and an axis error (a 500).
+    body = {"stages": TILE["stages"], "release_times_s": [], "budget_s": 5e-324, "memory_budget_bytes": 5e-324}
+    with pytest.raises(ValidationError) as e:
+        tl(body)
+    assert e.value.errors()[0]["loc"][0] == "release_times_s"
+    with pytest.raises(ValidationError):
+        tl({**TILE, "what_if": [{"release_times_s": []}]})
+    # bounds that were written as Field(le=...) next to core aliases (and ignored) are enforced now
+    for bad in ({"efficiency": 1.5}, {"what_if": [{"efficiency": 2.0}]},
+                {"stages": [{"name": "a", "duration_s": 1.0, "lanes": 10**6 + 1}]},
+                {"stages": [{"name": "a", "duration_s": 1.0, "slots": 10**6 + 1}]},
+                {"what_if": [{"stages": {"read": {"scale": 1e10}}}]}):
+        with pytest.raises(ValidationError):
+            tl({**TILE, **bad})
+    assert tl({**TILE, "release_times_s": [0.0] * 8})["total_s"] == pytest.approx(tl(TILE)["total_s"])

@@ -202,6 +202,10 @@ def test_capacity_screen_free_bytes():
 def test_what_if_nulls_are_ignored_and_bad_variants_are_422():
     o = calc({**TEACH, **FAST, "what_if": [{"label": "x", "workspace_bytes": None, **SLOW}]})
     assert o["what_if"][0]["best"]["tp"] == 4
-    with pytest.raises(CalcInputError) as e:
+    # an empty link id is refused by the request model (ids are non-empty), at the variant's field
+    with pytest.raises(ValidationError) as ve:
         calc({**TEACH, **FAST, "what_if": [{"interconnect": ""}]}, store)
+    assert ve.value.errors()[0]["loc"][:3] == ("what_if", 0, "interconnect")
+    with pytest.raises(CalcInputError) as e:
+        calc({**TEACH, **FAST, "what_if": [{"interconnect": "no-such-link"}]}, store)
     assert e.value.loc[:2] == ("what_if", 0)

@@ -243,3 +243,49 @@ def test_remaining_time_sweep_matches_direct_conditional_mean(hist, es):
         got = o["conditional_remaining_s"][i]
         assert (got is None) if want is None else (got == pytest.approx(want, rel=1e-9, abs=1e-9) and got > -1e-9)
         assert not math.isnan(o["survivor_fraction"][i])
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def as_json(name, body):
+    """What the API does with a request: validate, compute, serialise with orjson (which refuses integers
+    beyond 64 bits and would turn such an answer into a 500)."""
+    import orjson
+    _, _, r = run(name, body, no_lookup)
+    return orjson.loads(orjson.dumps({"outputs": r.outputs, "steps": [s.as_dict() for s in r.steps]},
+                                     option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))["outputs"]
+
+
+def test_capacity_whole_units_beyond_64_bits_stay_floats():
+    # The fuzzed request: an offered rate of 1e30 needs ~1e29 whole units; int(1e29) is not a 64-bit integer.
+    o = as_json("capacity", {"arrival_rate_per_s": [1e30], "output_per_request": 5e-324,
+                             "resources": [{"capacity": 12, "name": "encode", "per_request": 4, "units": 1},
+                                           {"capacity": 4, "name": "prefill+decode", "per_request": 1, "units": 3},
+                                           {"capacity": 300e6, "name": "link", "per_request": 32768000}]})
+    encode = o["resources"][0]
+    assert encode["whole_units_needed"] == [pytest.approx(1e30 * 4 / 12)]
+    assert isinstance(encode["whole_units_needed"][0], float)
+    # small counts stay JSON integers
+    small = calc("capacity", {"arrival_rate_per_s": 3, "resources": [{"name": "a", "capacity": 12, "per_request": 4}]})
+    assert small["resources"][0]["whole_units_needed"] == 1 and isinstance(small["resources"][0]["whole_units_needed"], int)
+
+
+def test_queueing_servers_bound_is_enforced_and_work_is_capped():
+    # The fuzzed request asked for 1,282,775 servers (the documented limit 10,000 was written as Field(le=...)
+    # next to PosInt and ignored); the Erlang recursion then looped 1.28 million times and timed out.
+    with pytest.raises(ValidationError) as e:
+        calc("queueing", {"arrival_rate_per_s": 0.0, "service_s": 1.24e16, "extra_s": 0.0, "servers": 1282775})
+    assert e.value.errors()[0]["loc"] == ("servers",)
+    assert calc("queueing", {"arrival_rate_per_s": 0.0, "service_s": 1.24e16, "servers": 10_000})["wait_s"] == 0.0
+    with pytest.raises(CalcInputError) as ce:
+        calc("queueing", {"arrival_rate_per_s": [1.0] * 2000, "service_s": 1.0, "servers": 10_000})
+    assert ce.value.loc == ("servers",) and ce.value.status == 413
+    with pytest.raises(CalcInputError) as ce:
+        calc("queueing", {"arrival_rate_per_s": [1.0] * 1001, "service_s": 1.0, "target_wait_s": 0.1})
+    assert ce.value.loc == ("target_wait_s",) and ce.value.status == 413
+    with pytest.raises(ValidationError):
+        calc("queueing", {"arrival_rate_per_s": 1, "service_s": 1, "target_utilisation": 1.5})
+    with pytest.raises(ValidationError):
+        calc("queueing", {"arrival_rate_per_s": 1, "service_s": 1, "service": "general", "service_cv": 1e4})
+    with pytest.raises(ValidationError):
+        calc("backlog", {"arrival_rate_per_s": 1, "servers": 10**9 + 1})

@@ -156,3 +156,53 @@ def test_validation():
         calc("rl-policy-ratio", {"logp_current": [-1.0] * 100_001, "logp_behavior": -1})
     with pytest.raises(ValidationError):
         calc("rl-policy-ratio", {"logp_current": -1, "logp_behavior": 1})
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def as_json(name, body):
+    """What the API does with a request: validate, compute, serialise with orjson (which refuses integers
+    beyond 64 bits and would turn such an answer into a 500)."""
+    import orjson
+    _, _, r = run(name, body, no_lookup)
+    return orjson.loads(orjson.dumps({"outputs": r.outputs, "steps": [s.as_dict() for s in r.steps]},
+                                     option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))["outputs"]
+
+
+TAIL = {"batch_size": 1, "long_fraction": 0.5, "long_s": 10, "race_copies": 1, "short_s": 1,
+        "oversample": {"prompt_factor": 1, "prompts": 128, "response_factor": 1.25, "responses_per_prompt": 8}}
+
+
+@pytest.mark.parametrize("path, value", [
+    (("oversample", "response_factor"), 1e30),   # the fuzzed request: ceil(8 × 1e30) is not a 64-bit integer
+    (("oversample", "prompt_factor"), 100.5),
+    (("oversample", "responses_per_prompt"), 10**4 + 1),
+    (("oversample", "prompts"), 10**9 + 1),
+    (("race_copies",), 1025),
+    (("batch_size",), 10**9 + 1),
+])
+def test_rollout_tail_bounds_are_enforced(path, value):
+    # The bounds used to be written as Field(le=...) next to PosInt/PosFloat, which pydantic silently ignores.
+    body = {**TAIL, "oversample": dict(TAIL["oversample"])}
+    (body["oversample"] if len(path) == 2 else body)[path[-1]] = value
+    with pytest.raises(ValidationError) as e:
+        calc("rl-rollout-tail", body)
+    assert e.value.errors()[0]["loc"] == path
+
+
+def test_rollout_tail_at_the_largest_accepted_inputs_answers():
+    body = {**TAIL, "race_copies": 1024, "batch_size": 10**9,
+            "oversample": {"prompts": 10**9, "responses_per_prompt": 10**4, "prompt_factor": 100, "response_factor": 100}}
+    o = as_json("rl-rollout-tail", body)
+    assert o["oversample"]["submitted"] == 10**11 * 10**6
+    assert o["oversample"]["extra_fraction"] == pytest.approx(100 * 100 - 1)
+
+
+def test_policy_ratio_beyond_float_range_is_null_not_an_error():
+    # exp(−3.25 − (−9999)) overflows float64: math.exp raised OverflowError (a 500); now the weight is null.
+    o = as_json("rl-policy-ratio", {"logp_current": [-3.5, -3.25, -3.0, -2.75], "logp_behavior": -9999.0,
+                                    "logp_old": -3.25, "clip_epsilon": 0.2})
+    assert o["behavior_weight"] is None
+    assert o["update_ratio"][1] == pytest.approx(1.0)
+    assert all(v is None for v in o["behavior_ratio"])
+    assert o["behavior_ratio_outside"] == [True] * 4

@@ -165,3 +165,37 @@ def test_voltage_squared_and_density():
 @given(p=st.floats(1, 1e5), t=st.floats(0, 1e7))
 def test_energy_linear_in_time(p, t):
     assert energy({"power_w": p, "time_s": 2 * t})["energy_j"] == pytest.approx(2 * energy({"power_w": p, "time_s": t})["energy_j"])
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def test_operation_and_rate_sweeps_of_different_lengths_name_the_field():
+    # The fuzzed request swept operation.count over 2 points and peak_flop_per_s over 5: the two were broadcast
+    # separately and failed to combine (a 500). Now it is a 422 naming the field.
+    body = {"operation": {"kind": "gemm", "m": 772, "k": 4096, "n": 2597, "count": [32, 1176336]},
+            "peak_flop_per_s": [1e15, 2e15, 3e15, 4e15, 5e15], "memory_bandwidth_bytes_per_s": 3.35e12}
+    with pytest.raises(CalcInputError) as e:
+        calc(body)
+    assert e.value.loc == ("peak_flop_per_s",)
+    with pytest.raises(CalcInputError) as e:
+        calc({"params": 8e9, "batch": [1, 2, 3], "memory_bandwidth_bytes_per_s": [1e12, 2e12]})
+    assert e.value.loc == ("memory_bandwidth_bytes_per_s",)
+    o = calc({**body, "peak_flop_per_s": [1e15, 2e15]})
+    assert len(o["time_s"]) == 2
+
+
+def test_empty_model_id_is_refused():
+    # `model: ""` passed the "exactly one of" check but read as absent later: fact_value(None, ...) raised (a 500).
+    with pytest.raises(ValidationError) as e:
+        calc({"model": "", "kv_format": {"bits_per_value": 5e-324}, "memory_bandwidth_bytes_per_s": 5e-324})
+    assert e.value.errors()[0]["loc"][0] == "model"
+    with pytest.raises(ValidationError):
+        calc({"params": 8e9, "hardware": ""})
+
+
+def test_dynamic_power_with_an_extreme_voltage_ratio_is_null_not_an_error():
+    # (V'/V)**2 raised OverflowError for a ratio above ~1e154; the product now overflows to inf (reported as null).
+    import orjson
+    _, _, r = run("energy", {"dynamic_power": {"voltage_old_v": 1e-200, "voltage_new_v": 1e30}}, no_lookup)
+    o = orjson.loads(orjson.dumps(r.outputs, option=orjson.OPT_SERIALIZE_NUMPY))
+    assert o["power_ratio"] is None

@@ -80,3 +80,23 @@ def test_validation():
     with pytest.raises(CalcInputError):
         calc({k: v for k, v in BASE.items() if k != "memory_bandwidth_bytes_per_s"})
     assert calc({**{k: v for k, v in BASE.items() if k != "memory_bandwidth_bytes_per_s"}, "method": "page"})["replicas"] == 47
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def test_huge_model_page_counts_are_refused_not_overflowed():
+    # With 1e30 parameters the page heuristic's int(x + 0.99) device count is ~3e19, beyond 64-bit JSON integers
+    # (a 500). The page method now refuses it (422); the bandwidth method still answers, in floats.
+    import orjson
+    body = {"params": 1e30, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
+            "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000,
+            "batch": [1, 16, 64], "context_tokens": 4096}
+    _, _, r = run("serving-cost", body, no_lookup)
+    o = orjson.loads(orjson.dumps(r.outputs, option=orjson.OPT_SERIALIZE_NUMPY))
+    assert o["methods"]["page"] is None
+    assert o["devices_per_replica"][0] == pytest.approx(2e30 / (80e9 * 0.9))
+    with pytest.raises(CalcInputError) as e:
+        calc({**body, "method": "page"})
+    assert e.value.loc == ("params",)
+    with pytest.raises(ValidationError):   # the le=8 bound used to be ignored (Field next to PosFloat)
+        calc({**body, "bytes_per_param": 9})

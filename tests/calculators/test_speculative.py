@@ -171,3 +171,62 @@ def test_variants_compare_budgets_in_one_request():
     assert peer["executed_rows"] == 32
     with pytest.raises(CalcInputError):
         budget({"groups": groups, "variants": [{"draft_tokens": [1, 2]}]})
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def as_json(name, body):
+    """What the API does with a request: validate, compute, serialise with orjson (which refuses integers
+    beyond 64 bits and would turn such an answer into a 500)."""
+    import orjson
+    _, _, r = run(name, body, no_lookup)
+    return orjson.loads(orjson.dumps({"outputs": r.outputs, "steps": [s.as_dict() for s in r.steps]},
+                                     option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))["outputs"]
+
+
+def test_simulation_with_a_draft_length_sweep():
+    # The fuzzed request: draft_tokens swept, acceptance scalar. The simulation sized its accumulators by the
+    # acceptance sweep (1 point) and failed to broadcast against the 2-point draft sweep (a 500).
+    o = as_json("speculative-decoding", {"acceptance_rate": 0.75, "draft_tokens": [3, 4], "draft_cost_ratio": 0,
+                                         "target_step_s": 0.001, "setup_s": 2, "decode_fraction": 0.5,
+                                         "simulate": {"rounds": 20000, "seed": 7}})
+    sim = o["simulation"]
+    assert len(sim["mean_tokens_per_round"]) == 2
+    for mean, e, z in zip(sim["mean_tokens_per_round"], o["expected_tokens_per_round"], sim["z_score_vs_closed_form"]):
+        assert mean == pytest.approx(e, rel=0.02) and abs(z) < 5
+    # both swept: element-wise pairs
+    o2 = spec({"acceptance_rate": [0.5, 0.9], "draft_tokens": [2, 6], "simulate": {"rounds": 5000, "seed": 1}})
+    assert len(o2["simulation"]["mean_tokens_per_round"]) == 2
+
+
+@pytest.mark.parametrize("body, loc", [
+    ({"acceptance_rate": 0.5, "draft_tokens": [4, 4097]}, ("draft_tokens",)),
+    ({"acceptance_rate": 0.5, "draft_cost_ratio": 1e7}, ("draft_cost_ratio",)),
+    ({"acceptance_rate": 0.5, "verify_cost_ratio": 1e7}, ("verify_cost_ratio",)),
+    ({"acceptance_rate": 0.5, "simulate": {"rounds": 5_000_001}}, ("simulate", "rounds")),
+])
+def test_speculative_bounds_are_enforced(body, loc):
+    # These bounds were written as Field(le=...) next to core aliases, which pydantic silently ignores.
+    with pytest.raises(ValidationError) as e:
+        spec(body)
+    assert e.value.errors()[0]["loc"][: len(loc)] == loc
+
+
+def test_verify_budget_bounds_and_large_buffers():
+    # The fuzzed request had a group of 10,607,576 requests and unbounded variant draft limits.
+    with pytest.raises(ValidationError):
+        budget({"groups": [{"draft_tokens": 2, "count": 10_607_576}]})
+    with pytest.raises(ValidationError):
+        budget({"groups": [{"draft_tokens": 4097}]})
+    with pytest.raises(ValidationError):
+        budget({"groups": [{"draft_tokens": 2}], "variants": [{"draft_tokens": [10**15]}]})
+    # the largest accepted batch with the largest row buffer: the byte count no longer fits 64 bits, and is a float
+    big = {"groups": [{"draft_tokens": 4096, "count": 10**6}] * 1000, "row_bytes": 10**9,
+           "graph_row_tiers": [10**15], "min_executed_rows": 10**15,
+           "variants": [{"draft_tokens": [4096] * 1000}]}
+    o = as_json("speculative-verify-budget", big)
+    assert o["rows"] == 1000 * 10**6 * 4097
+    assert o["row_buffer_bytes"] == pytest.approx(1000 * 10**6 * 4097 * 1e9)
+    assert o["variants"][0]["row_buffer_bytes"] == pytest.approx(o["row_buffer_bytes"])
+    # small counts stay exact integers
+    assert budget({"groups": [{"draft_tokens": 6, "count": 4}], "row_bytes": 18992})["row_buffer_bytes"] == 4 * 7 * 18992

@@ -164,3 +164,31 @@ def test_unitemised_attention_falls_back_to_stored_total():
     r = calc({"model": "fake-hybrid", "format": "bf16"}, fake_lookup)
     assert r.outputs["bytes_total"] == pytest.approx(568e9)
     assert any("params_total" == s["field"] for s in r.sources)
+
+
+# --------------------------------------------------------------------------- schema-fuzzing regressions
+
+def test_empty_model_id_is_refused():
+    # `model: ""` passed the "exactly one of" check but read as absent later (an AttributeError, a 500).
+    with pytest.raises(ValidationError) as e:
+        calc({"model": ""})
+    assert e.value.errors()[0]["loc"][0] == "model"
+
+
+def test_architecture_bounds_and_counts_beyond_64_bits():
+    # Fuzzed shapes of up to 1e15 per dimension made parameter counts like 5.5e20 as Python ints, which JSON
+    # (64-bit integers) cannot carry: a 500. Shapes are now bounded, and counts past 2^53 are floats.
+    import orjson
+    with pytest.raises(ValidationError) as e:
+        calc({"architecture": {**QWEN3_8B, "hidden_size": 2968659775394}})
+    assert e.value.errors()[0]["loc"] == ("architecture", "hidden_size")
+    biggest = {"layers": 10**5, "hidden_size": 10**7, "heads": 10**5, "kv_heads": 10**5, "head_dim": 10**6,
+               "ffn_size": 10**7, "vocab_size": 10**8,
+               "moe": {"experts": 10**6, "experts_per_token": 10**6, "shared_experts": 10**4, "expert_ffn_size": 10**7}}
+    r = calc({"architecture": biggest, "compare_formats": ["int4"], "devices": [1, 8]})
+    o = orjson.loads(orjson.dumps({"outputs": r.outputs, "steps": [s.as_dict() for s in r.steps]},
+                                  option=orjson.OPT_SERIALIZE_NUMPY))["outputs"]
+    assert isinstance(o["params_active"], float) and o["params_active"] > 2**63
+    # real models keep exact integer counts
+    assert calc({"architecture": QWEN3_8B, "include_embeddings": False, "include_norms": False}).outputs["core_matrix_params"] \
+        == 6_945_767_424
