@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-60}
-CONNS=${2:-32}
+CONNS=${2:-8}
 PORT=${PORT:-8765}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 .venv/bin/casebook build >/dev/null

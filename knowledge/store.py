@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 from sqlalchemy import func
-from sqlalchemy.pool import NullPool
 from sqlmodel import Session, create_engine, select
 
 from knowledge import tables as T
@@ -33,7 +32,9 @@ class Page:
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
-        self.engine = create_engine(f"duckdb:///{self.path}", connect_args={"read_only": True}, poolclass=NullPool)
+        # A small pool of read-only connections: opening the file per request costs more than the query.
+        self.engine = create_engine(f"duckdb:///{self.path}", connect_args={"read_only": True},
+                                    pool_size=4, max_overflow=8, pool_pre_ping=False)
         self._local = threading.local()
         self.records: dict[str, dict[str, dict]] = {}
         self.meta: dict[str, str] = {}

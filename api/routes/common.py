@@ -5,6 +5,7 @@ from typing import Annotated
 
 from fastapi import Query, Request
 
+from api.responses import FastJSONResponse
 from knowledge.store import Page as StorePage
 
 Limit = Annotated[int, Query(ge=1, le=1000, description="Items per page (1–1000).")]
@@ -22,8 +23,12 @@ class NotFound(Exception):
         super().__init__(f"no {kind} with id {ident!r}; see {list_endpoint}")
 
 
-def page(request: Request, result: StorePage) -> dict:
+def page(request: Request, result: StorePage) -> FastJSONResponse:
+    """A page of records. Records come from the validated store as they are, so the response is
+    encoded directly (the route's response_model documents it; re-validating every record on every
+    request would cost more than the query)."""
     nxt = None
     if result.offset + result.limit < result.total:
         nxt = str(request.url.include_query_params(offset=result.offset + result.limit, limit=result.limit))
-    return {"items": result.items, "total": result.total, "limit": result.limit, "offset": result.offset, "next": nxt}
+    return FastJSONResponse({"items": result.items, "total": result.total, "limit": result.limit,
+                             "offset": result.offset, "next": nxt})

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from api import schemas as S
 from api.deps import get_store
+from api.responses import FastJSONResponse
 from api.routes.common import Descending, Limit, NotFound, Offset, page
 from knowledge.store import Store
 
@@ -36,7 +37,7 @@ def _get(store: Store, kind: str, ident: str, endpoint: str) -> dict:
     rec = store.get(kind, ident)
     if rec is None:
         raise NotFound(kind, ident, endpoint)
-    return rec
+    return FastJSONResponse(rec)
 
 
 @router.get("/hardware", response_model=S.Page[S.Hardware], summary="List accelerators and systems",
@@ -137,6 +138,7 @@ def list_sources(request: Request, store: Store = Depends(get_store),
 @router.get("/sources/{source_id}", response_model=S.Source, summary="Get one source and the facts citing it",
             description="A source document (URL, title, publisher, date) and every stored fact that cites it, with field and locator.")
 def get_source(source_id: Id, store: Store = Depends(get_store)):
-    src = dict(_get(store, "source", source_id, "/api/v1/sources"))
-    src["facts"] = store.facts_from_source(source_id)
-    return src
+    src = store.get("source", source_id)
+    if src is None:
+        raise NotFound("source", source_id, "/api/v1/sources")
+    return FastJSONResponse({**src, "facts": store.facts_from_source(source_id)})

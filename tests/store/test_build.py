@@ -136,8 +136,16 @@ def test_build_small_store_and_staleness(tmp_path):
     assert is_stale(db, data)
 
 
-def test_real_data_builds_with_provenance(built_db):
-    con = duckdb.connect(str(built_db), read_only=True)
+def _private_copy(built_db: Path, tmp_path: Path) -> Path:
+    """A copy of the built store: the server under test keeps pooled connections to the original,
+    and DuckDB refuses a second connection with another configuration in the same process."""
+    copy = tmp_path / "copy.duckdb"
+    shutil.copy(built_db, copy)
+    return copy
+
+
+def test_real_data_builds_with_provenance(built_db, tmp_path):
+    con = duckdb.connect(str(_private_copy(built_db, tmp_path)), read_only=True)
     try:
         n_facts, n_unsourced = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE source_id IS NULL OR locator IS NULL) FROM fact").fetchone()
@@ -148,9 +156,7 @@ def test_real_data_builds_with_provenance(built_db):
 
 
 def test_migrations_rerun_is_a_no_op(built_db, tmp_path):
-    copy = tmp_path / "copy.duckdb"
-    shutil.copy(built_db, copy)
-    con = duckdb.connect(str(copy))
+    con = duckdb.connect(str(_private_copy(built_db, tmp_path)))
     try:
         before = con.execute("SELECT count(*) FROM fact").fetchone()[0]
         assert upgrade(con) == []
@@ -159,8 +165,8 @@ def test_migrations_rerun_is_a_no_op(built_db, tmp_path):
         con.close()
 
 
-def test_sqlmodel_tables_match_the_migrated_schema(built_db):
-    con = duckdb.connect(str(built_db), read_only=True)
+def test_sqlmodel_tables_match_the_migrated_schema(built_db, tmp_path):
+    con = duckdb.connect(str(_private_copy(built_db, tmp_path)), read_only=True)
     try:
         for cls in list(TABLES.values()) + [HardwarePeak, FrameworkFeature, Fact, Meta]:
             table = cls.__tablename__
