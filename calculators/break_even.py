@@ -11,9 +11,7 @@ Two calculators:
 """
 from __future__ import annotations
 
-import functools
 
-import math
 from typing import Annotated
 
 import numpy as np
@@ -23,36 +21,13 @@ from calculators.core import (
     MAX_LIST_LENGTH, MAX_VALUE, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
     PosFloatSweep, Result, broadcast, first, num, out,
 )
+from calculators.core import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.registry import Calculator, Chart
 
-
-def quiet(fn):
-    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
-    every output through `out`, so that non-finite values anywhere are reported as null."""
-    @functools.wraps(fn)
-    def wrapper(req, lookup):
-        with np.errstate(all="ignore"):
-            res = fn(req, lookup)
-        res.outputs = out(res.outputs)
-        return res
-    return wrapper
 
 #: a signed cost: a saving may be negative (the change makes each use slower)
 SignedFloat = Annotated[float, Field(ge=-MAX_VALUE, le=MAX_VALUE, allow_inf_nan=False)]
 SignedSweep = SignedFloat | Annotated[list[SignedFloat], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
-
-
-def _aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    keys = list(x)
-    return dict(zip(keys, np.broadcast_arrays(*[x[k] for k in keys]))) if keys else x
-
-
-def _ints(a) -> object:
-    """Whole numbers as JSON integers while float64 holds them exactly (larger ones stay floats: JSON integers
-    stop at 64 bits), null where not finite."""
-    a = np.asarray(a, dtype=float)
-    conv = [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
-    return conv if a.ndim else conv[0]
 
 
 # =========================================================================== break-even

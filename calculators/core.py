@@ -6,6 +6,7 @@ returns a store record as a plain dict so that calculators never import the stor
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterable, Sequence
@@ -273,3 +274,31 @@ class Result:
 
 def sum_list(values: Iterable[float]) -> float:
     return float(sum(values))
+
+
+# --------------------------------------------------------------------------- shared compute helpers
+
+def quiet(fn):
+    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
+    every output through `out`, so that non-finite values anywhere are reported as null."""
+    @functools.wraps(fn)
+    def wrapper(req, lookup):
+        with np.errstate(all="ignore"):
+            res = fn(req, lookup)
+        res.outputs = out(res.outputs)
+        return res
+    return wrapper
+
+
+def aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Broadcast every swept input to one shape, so that every output of a sweep is a list of its length."""
+    keys = list(x)
+    return dict(zip(keys, np.broadcast_arrays(*[x[k] for k in keys]))) if keys else x
+
+
+def whole_numbers(a) -> object:
+    """Whole numbers as JSON integers while float64 holds them exactly (larger ones stay floats: JSON integers
+    stop at 64 bits), null where not finite."""
+    a = np.asarray(a, dtype=float)
+    conv = [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
+    return conv if a.ndim else conv[0]

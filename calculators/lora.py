@@ -7,7 +7,6 @@ padded to whole blocks), and to load time, which a scheduler can overlap with pr
 """
 from __future__ import annotations
 
-import functools
 
 from typing import Annotated
 
@@ -18,19 +17,9 @@ from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num, out,
 )
+from calculators.core import quiet
 from calculators.registry import Calculator, Chart
 
-
-def quiet(fn):
-    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
-    every output through `out`, so that non-finite values anywhere are reported as null."""
-    @functools.wraps(fn)
-    def wrapper(req, lookup):
-        with np.errstate(all="ignore"):
-            res = fn(req, lookup)
-        res.outputs = out(res.outputs)
-        return res
-    return wrapper
 
 #: module name -> (d_in, d_out) as functions of the model's facts
 MODEL_MODULES = {

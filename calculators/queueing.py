@@ -11,9 +11,7 @@ Four calculators share this module:
 """
 from __future__ import annotations
 
-import functools
 
-import math
 from typing import Annotated, Literal
 
 import numpy as np
@@ -23,39 +21,15 @@ from calculators.core import (
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
     PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
 )
+from calculators.core import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.registry import Calculator, Chart
 
-
-def quiet(fn):
-    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
-    every output through `out`, so that non-finite values anywhere are reported as null."""
-    @functools.wraps(fn)
-    def wrapper(req, lookup):
-        with np.errstate(all="ignore"):
-            res = fn(req, lookup)
-        res.outputs = out(res.outputs)
-        return res
-    return wrapper
 
 #: largest server count the search for `servers_needed` tries
 MAX_SERVERS_SEARCH = 10_000
 #: largest Erlang work of one request: sweep points × servers (and × MAX_SERVERS_SEARCH for a wait target);
 #: the recursion is a loop over servers, so this keeps a request well under a second
 MAX_ERLANG_WORK = 10_000_000
-
-
-def _aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Broadcast every swept input to one shape, so that every output of a sweep is a list of its length."""
-    keys = list(x)
-    return dict(zip(keys, np.broadcast_arrays(*[x[k] for k in keys]))) if keys else x
-
-
-def _ints(a) -> object:
-    """Whole numbers as JSON integers while float64 holds them exactly (larger ones stay floats: JSON integers
-    stop at 64 bits), null where not finite."""
-    a = np.asarray(a, dtype=float)
-    conv = [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
-    return conv if a.ndim else conv[0]
 
 
 # =========================================================================== queueing

@@ -8,7 +8,6 @@ A cheaper unit price does not make a cheaper task; a deadline can rule out a che
 """
 from __future__ import annotations
 
-import functools
 
 import numpy as np
 from pydantic import Field
@@ -17,19 +16,9 @@ from calculators.core import (
     MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
+from calculators.core import quiet
 from calculators.registry import Calculator, Chart
 
-
-def quiet(fn):
-    """Run a compute with NumPy floating-point warnings off (overflow gives inf, 0·inf gives NaN) and pass
-    every output through `out`, so that non-finite values anywhere are reported as null."""
-    @functools.wraps(fn)
-    def wrapper(req, lookup):
-        with np.errstate(all="ignore"):
-            res = fn(req, lookup)
-        res.outputs = out(res.outputs)
-        return res
-    return wrapper
 
 MTOK = 1e6
 #: tolerance when comparing a fraction with a target (0.98 × 0.918367… must count as 0.9)
