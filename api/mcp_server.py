@@ -72,6 +72,12 @@ def build_server(app) -> MCPServer:
     def store():
         return app.state.store
 
+    def record(kind: str, ident: str, list_endpoint: str) -> dict:
+        rec = store().get(kind, ident)
+        if rec is None:
+            raise ToolError(f"unknown {kind} {ident!r}; see {list_endpoint}")
+        return rec
+
     @server.tool(description="List the calculators: name, tool name, summary, sweepable fields and an example request.")
     def list_calculators() -> dict:
         return {"calculators": [{"name": c.name, "tool": c.operation_id, "title": c.title, "summary": c.summary,
@@ -94,24 +100,18 @@ def build_server(app) -> MCPServer:
         if case is None:
             raise ToolError(f"unknown case {slug!r}; search or list /api/v1/cases")
         out = dict(case)
-        out["derivations"] = [d for d in store().all("derivation") if d["case"] == slug]
+        out["derivations"] = store().derivations_of(slug)
         return out
 
     @server.tool(description="One model architecture by id (e.g. qwen3-8b, deepseek-v3): every number with its "
                              "source and locator, and its attention layer groups.")
     def get_model(model_id: Annotated[str, Field(min_length=1, max_length=200)]) -> dict:
-        rec = store().get("model", model_id)
-        if rec is None:
-            raise ToolError(f"unknown model {model_id!r}; see /api/v1/models")
-        return rec
+        return record("model", model_id, "/api/v1/models")
 
     @server.tool(description="One accelerator or system by id (e.g. h100-sxm, b200-sxm, mi300x): memory, bandwidth, "
                              "power and per-precision peaks, each with source and locator.")
     def get_hardware(hardware_id: Annotated[str, Field(min_length=1, max_length=200)]) -> dict:
-        rec = store().get("hardware", hardware_id)
-        if rec is None:
-            raise ToolError(f"unknown hardware {hardware_id!r}; see /api/v1/hardware")
-        return rec
+        return record("hardware", hardware_id, "/api/v1/hardware")
 
     return server
 

@@ -417,9 +417,7 @@ def case_page(request: Request, slug: str):
     if case is None:
         raise NotFound("case", slug, "/api/v1/cases")
     derivations = []
-    for d in store.all("derivation"):
-        if d["case"] != slug:
-            continue
+    for d in store.derivations_of(slug):
         d = dict(d)
         calc = REGISTRY.get(d.get("calculator") or "")
         d["recompute_url"] = _recompute_url(d)

@@ -50,6 +50,9 @@ class Store:
                 docs = [orjson.loads(r) for r in rows]
                 self.records[kind] = {d[KEY.get(kind, "id")]: d for d in docs}
             self.meta = {m.key: m.value for m in s.exec(select(T.Meta)).all()}
+        self._by_case: dict[str, list[dict]] = {}
+        for d in self.records["derivation"].values():
+            self._by_case.setdefault(d["case"], []).append(d)
 
     def _default_order(self, kind: str):
         t = T.TABLES[kind]
@@ -70,6 +73,10 @@ class Store:
     def lookup(self, kind: str, ident: str) -> dict:
         """Calculators' Lookup: KeyError when unknown."""
         return self.records[kind][ident]
+
+    def derivations_of(self, slug: str) -> list[dict]:
+        """The worked examples of one case, in store order (indexed once at start-up)."""
+        return list(self._by_case.get(slug, []))
 
     def all(self, kind: str) -> list[dict]:
         return list(self.records.get(kind, {}).values())

@@ -40,7 +40,7 @@ def get_case(slug: Slug, store: Store = Depends(get_store)):
     if case is None:
         raise NotFound("case", slug, "/api/v1/cases")
     out = dict(case)
-    out["derivations"] = [d for d in store.all("derivation") if d["case"] == slug]
+    out["derivations"] = store.derivations_of(slug)
     out["related_cases"] = case_refs(store, case.get("related") or [])
     return out
 
