@@ -22,7 +22,7 @@ from calculators.core import (
     PosFloatSweep, Result, broadcast, first, num, out,
 )
 from calculators.core import quiet, aligned as _aligned, whole_numbers as _ints
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 #: a signed cost: a saving may be negative (the change makes each use slower)

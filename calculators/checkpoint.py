@@ -28,7 +28,7 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 #: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
 #: where pydantic enforces it (a `le=` given to Field() next to a core alias is overridden by the alias's bound)

@@ -573,7 +573,7 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
 
 # Imported last: parallel_split and tp_overhead import helpers from this module, and the registry imports
 # them while loading; by now every helper above exists, so any import order works.
-from calculators.registry import Calculator, Chart  # noqa: E402
+from calculators.base import Calculator, Chart  # noqa: E402
 
 CALCULATORS = [
     Calculator(

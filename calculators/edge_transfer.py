@@ -13,7 +13,7 @@ from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep,
     PosInt, Result, broadcast, fmt_s, num, out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 TERMS = ("upload", "rtt", "processing", "download", "codec")
 

@@ -470,7 +470,7 @@ def _assumptions(res: Result, fmt: Fmt, groups: list[GroupSpec], req) -> None:
 
 
 # Imported last: other families import this module's helpers, and the registry imports every family.
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 CALCULATORS = [
     Calculator(

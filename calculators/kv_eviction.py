@@ -32,7 +32,7 @@ from calculators.core import (
 )
 from calculators.kv_cache import Architecture, intify, kv_sizes, kv_source
 from calculators.quantization import FormatField, resolve_format
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 class KVEvictionRequest(CalcRequest):

@@ -18,7 +18,7 @@ from calculators.core import (
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.core import quiet
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 #: module name -> (d_in, d_out) as functions of the model's facts

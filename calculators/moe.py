@@ -25,7 +25,7 @@ from calculators.core import (
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num,
     out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 def _out(x):

@@ -25,7 +25,7 @@ from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, PosFloat, PosInt, PosIntSweep, Result, first,
     fmt_bytes, fmt_s, num, out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 def _out(x):

@@ -51,7 +51,7 @@ from calculators.kv_cache import (
     kv_source,
 )
 from calculators.quantization import FormatField, resolve_format
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 class PricePerMTok(CalcRequest):

@@ -380,7 +380,7 @@ def _common_assumptions(res: Result) -> None:
 
 
 # Imported last: other families import this module's helpers, and the registry imports every family.
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 CALCULATORS = [
     Calculator(

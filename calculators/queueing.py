@@ -22,7 +22,7 @@ from calculators.core import (
     PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
 )
 from calculators.core import quiet, aligned as _aligned, whole_numbers as _ints
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 #: largest server count the search for `servers_needed` tries

@@ -27,7 +27,7 @@ from calculators.core import (
     GIB, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosFloatSweep, PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 def _out(x):

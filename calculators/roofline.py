@@ -39,7 +39,7 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 from calculators.weight_memory import (
     Architecture,
     Format,

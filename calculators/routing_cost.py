@@ -17,7 +17,7 @@ from calculators.core import (
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
 from calculators.core import quiet
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 MTOK = 1e6

@@ -36,7 +36,7 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 from calculators.roofline import layer_group_kv
 from calculators.weight_memory import Format, format_bytes, format_label
 

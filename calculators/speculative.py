@@ -24,7 +24,7 @@ from calculators.core import (
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 
 def _out(x):

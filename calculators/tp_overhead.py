@@ -17,7 +17,7 @@ from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt, PosIntSweep,
     Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 # After the registry: importing it first lets it load every family (collective included) before we do.
 from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 

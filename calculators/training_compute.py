@@ -31,7 +31,7 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 from calculators.roofline import hardware_rates
 from calculators.weight_memory import Architecture, ledger, resolve_arch
 

@@ -38,7 +38,7 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.registry import Calculator, Chart
+from calculators.base import Calculator, Chart
 
 # --------------------------------------------------------------------------- storage formats
 

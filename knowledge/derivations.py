@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from calculators import registry
+from calculators import runner
 from calculators.core import Lookup
 
 REL_TOL = 1e-9
@@ -51,7 +51,7 @@ class Check:
 
 def recompute(derivation: dict, lookup: Lookup) -> list[Check]:
     """Run a bound derivation's request and compare every `expected` path."""
-    _, _, result = registry.run(derivation["calculator"], derivation["request"], lookup)
+    _, _, result = runner.compute(derivation["calculator"], derivation["request"], lookup)
     checks = []
     for path, want in (derivation.get("expected") or {}).items():
         try:

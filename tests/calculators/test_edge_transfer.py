@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from calculators.core import no_lookup
-from calculators.registry import run
+from calculators.runner import compute as run
 
 RAW = {"upload_bytes": 30e6, "download_bytes": 5e6, "uplink_bits_per_s": 20e6,
        "downlink_bits_per_s": 100e6, "rtt_s": 0.1, "processing_s": 0.3}

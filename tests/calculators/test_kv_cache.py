@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from calculators.core import GIB, KIB, MIB, CalcInputError, UnknownId, no_lookup
-from calculators.registry import REGISTRY, run
+from calculators.registry import REGISTRY
+from calculators.runner import compute as run
 
 QWEN3_8B = {"count": 36, "streams": [{"dim": 2048}], "kv_heads": 8}
 

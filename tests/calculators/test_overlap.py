@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
 from calculators.core import GIB, MIB, CalcInputError, no_lookup
-from calculators.registry import run
+from calculators.runner import compute as run
 
 US, MS = 1e-6, 1e-3
 

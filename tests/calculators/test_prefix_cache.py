@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from calculators.core import MIB, CalcInputError, no_lookup
-from calculators.registry import REGISTRY, run
+from calculators.registry import REGISTRY
+from calculators.runner import compute as run
 
 K3_STATE = {"architecture": {"layer_groups": [
     {"name": "kda", "count": 69, "state_elements": 96 * 128 * 128, "state_heads": 96},

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from calculators.core import CalcInputError, no_lookup
-from calculators.registry import run
+from calculators.runner import compute as run
 
 
 def calc(body, lookup=no_lookup):
