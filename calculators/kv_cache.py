@@ -37,15 +37,24 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.quantization import (
-    Fmt,
-    FormatField,
-    format_label,
-    model_weight_format,
-    resolve_format,
+from calculators.architecture import (
+    MODEL_CONFIG_FIELD,
+    GroupSpec,
+    StreamSpec,
+    entries_at,
+    group_lines,
+    groups_from_architecture,
+    groups_from_model,
+    intify,
+    kv_sizes,
+    kv_source,
+    model_weight_bytes,
+    resolve_groups,
 )
+from calculators.formats import Fmt, FormatField, resolve_format
+from calculators.specs import explain_memory_rule, hardware_spec, note_scope
+from calculators.quantization import format_label
 
-SPLIT_ATTENTION = ("mha", "gqa", "gqa-swa", "hybrid-swa", "swa")  # model attention kinds whose KV splits by kv_heads
 
 Count = Annotated[int, Field(ge=0, le=10**6)]
 Dim = Annotated[int, Field(ge=1, le=10**9)]
@@ -88,6 +97,7 @@ class KVCacheRequest(CalcRequest):
     """KV / state bytes of `requests` requests of `tokens` tokens each."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id (its layer groups come from the store).", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     architecture: Architecture | None = Field(None, description="Explicit layer groups instead of `model`.")
     kv_format: FormatField = Field("bf16", description="Cache format: bf16|fp16|fp32|fp8|q8_0|q4_0|fp4_block16 (and the other "
                                    "names of the quantization calculator) or {bits_per_value, group_size, scale_bytes_per_group}.",
@@ -105,213 +115,13 @@ class KVCacheRequest(CalcRequest):
                                  examples=["h100-sxm"])
     weight_bytes: NonNegFloat | None = Field(None, description="Weights resident across the group, bytes (default: params_total × weight format).")
     weight_format: FormatField | None = Field(None, description="Format of the weights (default: the model's published weight dtype).")
-    memory_utilization: Fraction = Field(1.0, description="Fraction of device memory the engine may use (vLLM's gpu_memory_utilization).")
+    memory_utilization: Fraction | None = Field(None, description="Fraction of device memory the engine may use (default 0.9, "
+                                                "vLLM's gpu_memory_utilization).")
+    runtime_reserve_bytes: NonNegFloat | None = Field(None, description="Bytes reserved per device on top of that (default 0).")
 
 
 # --------------------------------------------------------------------------- engine
-
-@dataclass(frozen=True)
-class StreamSpec:
-    name: str
-    dim: int
-    window: int | None
-    ratio: int
-    heads: int | None           # heads the stream splits into under TP (None = replicated)
-
-    @property
-    def full(self) -> bool:
-        return self.window is None and self.ratio == 1
-
-
-@dataclass(frozen=True)
-class GroupSpec:
-    name: str
-    count: int
-    streams: tuple[StreamSpec, ...]
-    state_elements: int
-    state_heads: int | None
-    state_fmt: Fmt | None
-
-
-def _int(v) -> int:
-    return int(v["value"] if isinstance(v, dict) else v)
-
-
-def groups_from_model(rec: dict, res: Result | None, loc: str = "model") -> list[GroupSpec]:
-    """A store model record's layer groups as specs (KV heads and state heads inferred from the record)."""
-    raw = rec.get("layer_groups")
-    if not raw:
-        raise CalcInputError(loc, f"{rec.get('id', '?')} has no layer_groups; give `architecture` instead")
-    attention = str(rec.get("attention", "")).lower()
-    kv_heads = fact_value(rec, "kv_heads", required=False) if attention in SPLIT_ATTENTION else None
-    state_heads = fact_value(rec, "linear_attention_heads", required=False)
-    groups = []
-    for g in raw:
-        gh = g.get("kv_heads", kv_heads)
-        sh = g.get("state_heads", state_heads)
-        streams = tuple(StreamSpec(s.get("name") or "kv", _int(s["dim"]), None if s.get("window") is None else _int(s["window"]),
-                                   _int(s.get("ratio") or 1), int(gh) if gh else None) for s in g.get("streams") or [])
-        state = _int(g.get("state_elements") or 0)
-        groups.append(GroupSpec(g.get("name") or "layers", _int(g["count"]), streams, state,
-                                int(sh) if (sh and state) else None, None))
-    if res is not None:
-        prov = rec.get("layer_groups_provenance")
-        if isinstance(prov, dict):
-            res.cite({"record": rec.get("id"), "field": "layer_groups", "value": None, "source": prov.get("source"),
-                      "locator": prov.get("locator"), "source_url": prov.get("source_url")})
-        if kv_heads:
-            res.cite(fact_source(rec, "kv_heads"))
-        if state_heads and any(g.state_elements for g in groups):
-            res.cite(fact_source(rec, "linear_attention_heads"))
-    return groups
-
-
-def groups_from_architecture(arch: Architecture, loc: str = "architecture") -> list[GroupSpec]:
-    groups = []
-    for i, g in enumerate(arch.layer_groups):
-        for j, s in enumerate(g.streams):
-            if g.kv_heads and s.dim % g.kv_heads:
-                raise CalcInputError(f"{loc}.layer_groups.{i}.kv_heads",
-                                     f"stream dim {s.dim} is not a multiple of kv_heads {g.kv_heads}")
-        if g.state_heads and g.state_elements % g.state_heads:
-            raise CalcInputError(f"{loc}.layer_groups.{i}.state_heads",
-                                 f"state_elements {g.state_elements} is not a multiple of state_heads {g.state_heads}")
-        sf = resolve_format(g.state_dtype, f"{loc}.layer_groups.{i}.state_dtype") if g.state_dtype is not None else None
-        streams = tuple(StreamSpec(s.name or ("kv" if g.kv_heads else f"stream {j}"), s.dim, s.window, s.ratio, g.kv_heads)
-                        for j, s in enumerate(g.streams))
-        groups.append(GroupSpec(g.name or f"group {i}", g.count, streams, g.state_elements, g.state_heads, sf))
-    return groups
-
-
-def resolve_groups(req, lookup: Lookup, res: Result) -> tuple[list[GroupSpec], dict | None]:
-    """Layer groups from `model` or `architecture` (exactly one)."""
-    if (req.model is None) == (req.architecture is None):
-        raise CalcInputError("model", "give exactly one of `model` (an id) or `architecture`")
-    if req.model is not None:
-        rec = fetch(lookup, "model", req.model, "model")
-        return groups_from_model(rec, res), rec
-    return groups_from_architecture(req.architecture), None
-
-
-def kv_source(req, lookup: Lookup, res: Result, required: bool = True) -> tuple[list[GroupSpec] | None, Fmt | None, dict | None]:
-    """KV description of the prefix-cache / kv-eviction requests: `model`, `architecture` or `kv_bytes_per_token`."""
-    given = [k for k in ("model", "architecture", "kv_bytes_per_token") if getattr(req, k, None) is not None]
-    if len(given) > 1:
-        raise CalcInputError(given[1], "give only one of `model`, `architecture` or `kv_bytes_per_token`")
-    if not given:
-        if required:
-            raise CalcInputError("model", "give `model` (an id), `architecture` or `kv_bytes_per_token`")
-        return None, None, None
-    if given[0] == "kv_bytes_per_token":
-        groups = [GroupSpec("given bytes per token", 1, (StreamSpec("kv", 1, None, 1, None),), 0, None, None)]
-        return groups, Fmt("given", 8.0 * req.kv_bytes_per_token, layout="bytes per token given directly"), None
-    if given[0] == "model":
-        rec = fetch(lookup, "model", req.model, "model")
-        return groups_from_model(rec, res), resolve_format(req.kv_format, "kv_format"), rec
-    return groups_from_architecture(req.architecture), resolve_format(req.kv_format, "kv_format"), None
-
-
-def entries_at(tokens: np.ndarray, s: StreamSpec) -> np.ndarray:
-    """Retained entries of a stream at `tokens` tokens (int64 arrays)."""
-    e = tokens // s.ratio
-    if s.window is not None:
-        e = np.minimum(e, s.window)
-    return e
-
-
-def _rank_fraction(heads: int | None, tp: int) -> float:
-    """Share of a head-split tensor on one rank: ceil(h / tp) / h (one whole head when h < tp)."""
-    if not heads or tp <= 1:
-        return 1.0
-    return math.ceil(heads / tp) / heads
-
-
-@dataclass
-class Sizes:
-    values_per_token: float
-    bytes_per_token: float
-    device_bytes_per_token: float
-    values_per_request: np.ndarray
-    bytes_per_request: np.ndarray
-    device_bytes_per_request: np.ndarray
-    state_elements: float
-    state_bytes: float
-    device_state_bytes: float
-    pages_per_request: np.ndarray | None
-    groups: list[dict]
-
-
-def kv_sizes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, tokens: np.ndarray, tp: int = 1,
-             page: int | None = None) -> Sizes:
-    """Per-request KV bytes of every group and stream at `tokens` (an int64 array)."""
-    tokens = np.asarray(tokens, dtype=np.int64)
-    zero = np.zeros(tokens.shape, dtype=float)
-    vpt = bpt = dbpt = 0.0
-    values = zero.copy()
-    total = zero.copy()
-    device = zero.copy()
-    st_el = st_b = st_db = 0.0
-    pages = np.zeros(tokens.shape, dtype=np.int64) if page else None
-    out_groups = []
-    for g in groups:
-        g_total = zero.copy()
-        g_dev = zero.copy()
-        streams_out = []
-        for s in g.streams:
-            e = entries_at(tokens, s)
-            if page:
-                npages = -(-e // page)
-                pages = np.maximum(pages, npages)
-                e_kept = npages * page
-            else:
-                e_kept = e
-            eb = fmt.entry_bytes(s.dim)
-            frac = _rank_fraction(s.heads, tp)
-            deb = fmt.entry_bytes(s.dim * frac)
-            b = g.count * eb * e_kept.astype(float)
-            db = g.count * deb * e_kept.astype(float)
-            values = values + g.count * s.dim * e.astype(float)
-            g_total = g_total + b
-            g_dev = g_dev + db
-            if s.full:
-                vpt += g.count * s.dim
-                bpt += g.count * eb
-                dbpt += g.count * deb
-            streams_out.append({"name": s.name, "dim": s.dim, "window": s.window, "ratio": s.ratio,
-                                "split_heads": s.heads, "entries": e_kept, "bytes": b})
-        sf = g.state_fmt or state_fmt
-        sb = g.count * sf.entry_bytes(g.state_elements)
-        sdb = g.count * sf.entry_bytes(g.state_elements * _rank_fraction(g.state_heads, tp))
-        st_el += g.count * g.state_elements
-        st_b += sb
-        st_db += sdb
-        values = values + g.count * g.state_elements
-        g_total = g_total + sb
-        g_dev = g_dev + sdb
-        total = total + g_total
-        device = device + g_dev
-        out_groups.append({"name": g.name, "count": g.count, "streams": streams_out, "state_elements": g.state_elements,
-                           "state_bytes": sb, "bytes_per_request": g_total, "per_device_bytes_per_request": g_dev})
-    return Sizes(vpt, bpt, dbpt, values, total, device, st_el, st_b, st_db, pages, out_groups)
-
-
-def intify(a):
-    """Integral numbers (arrays or scalars) print as integers."""
-    arr_ = np.asarray(a, dtype=float)
-    if arr_.size and np.all(np.isfinite(arr_)) and np.all(arr_ == np.round(arr_)) and np.all(np.abs(arr_) < 2**53):
-        return out(arr_.astype(np.int64))
-    return out(arr_)
-
-
-def group_lines(groups: list[GroupSpec], fmt: Fmt, n0: int) -> list[str]:
-    """Human formula pieces for the first point: count × dim × entries × bytes/value per stream."""
-    parts = []
-    for g in groups:
-        for s in g.streams:
-            e = int(entries_at(np.asarray(n0, dtype=np.int64), s))
-            parts.append(f"{g.count}×{num(fmt.entry_bytes(s.dim))} B×{num(e)}")
-    return parts
-
+# The layer-group engine lives in calculators.architecture (shared by every calculator that sizes KV).
 
 # --------------------------------------------------------------------------- calculator
 
@@ -419,30 +229,22 @@ def compute(req: KVCacheRequest, lookup: Lookup) -> Result:
 
 
 def _hardware_budget(req: KVCacheRequest, lookup: Lookup, res: Result, rec: dict | None, tp: int):
-    hw = fetch(lookup, "hardware", req.hardware, "hardware")
-    mem = float(fact_value(hw, "memory_bytes", loc="hardware"))
-    res.cite(fact_source(hw, "memory_bytes"))
-    devices = int(hw.get("devices_in_scope") or 1)
-    per_dev = mem / max(devices, 1)
-    usable = per_dev * tp * req.memory_utilization
-    res.step("device memory", "usable = memory per device × ranks × utilization",
-             f"{fmt_bytes(per_dev)} × {tp} × {num(req.memory_utilization)}", usable, "B")
+    hw = hardware_spec(lookup, req.hardware, "hardware")
+    note_scope(res, hw)
+    capacity = hw.require("memory_bytes", "hardware")
+    hw.cite(res, "memory_bytes")
+    per_dev = float(explain_memory_rule(res, capacity, req.memory_utilization, req.runtime_reserve_bytes))
+    usable = res.step("device memory", "usable = usable memory per device × ranks", f"{fmt_bytes(per_dev)} × {tp}",
+                      per_dev * tp, "B")
     if req.weight_bytes is not None:
         weights = req.weight_bytes
         res.step("weights", "given", fmt_bytes(weights), weights, "B")
     else:
         if rec is None:
             raise CalcInputError("weight_bytes", "with `hardware` and an explicit architecture give `weight_bytes` (0 if none)")
-        params = float(fact_value(rec, "params_total", loc="model"))
-        res.cite(fact_source(rec, "params_total"))
-        wf = resolve_format(req.weight_format, "weight_format") if req.weight_format is not None else model_weight_format(rec)
-        if wf is None:
-            raise CalcInputError("weight_format", f"{rec.get('id')} publishes weights as {rec.get('weight_dtype')!r} (mixed); "
-                                 "give `weight_format` or `weight_bytes`")
-        weights = params * wf.effective_bits / 8
-        res.step("weights", "params_total × bytes/param", f"{num(params)} × {num(wf.effective_bits / 8)} B ({wf.name})", weights, "B")
-        res.assume("Weights are params_total × one bytes-per-parameter, split evenly over the ranks; embeddings, "
-                   "activations, CUDA graphs and workspace are not subtracted (use `memory_utilization`).")
+        weights = model_weight_bytes(rec, req.weight_format, res, "weight_format")
+        res.assume("Weights are split evenly over the ranks; activations, CUDA graphs and workspace live in the memory "
+                   "the utilization leaves free.")
     budget = usable - weights
     res.step("KV budget", "budget = usable memory − weights", f"{fmt_bytes(usable)} − {fmt_bytes(weights)}", budget, "B")
     if budget < 0:
@@ -503,3 +305,4 @@ CALCULATORS = [
         ),
     ),
 ]
+

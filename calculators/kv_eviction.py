@@ -30,8 +30,9 @@ from calculators.core import (
     num,
     out,
 )
-from calculators.kv_cache import Architecture, intify, kv_sizes, kv_source
-from calculators.quantization import FormatField, resolve_format
+from calculators.architecture import MODEL_CONFIG_FIELD, intify, kv_sizes, kv_source
+from calculators.kv_cache import Architecture
+from calculators.formats import FormatField, resolve_format
 from calculators.base import Calculator, Chart
 
 

@@ -6,18 +6,18 @@ optional `tensor_scale_bytes` stored once per tensor, and an optional sparse out
 (`outlier_fraction` of the values cost `bits_per_outlier` extra bits each). Named formats
 (`q4_0`, `mxfp4`, `nvfp4`, ...) are shorthands for such a spec; the table below states each layout.
 
-The kv-cache, prefix-cache and kv-eviction calculators use the same format table (`FORMATS`,
-`resolve_format`), so a KV format means the same bytes everywhere.
+The format table itself lives in `calculators.formats`, shared by every calculator, so a format
+means the same bytes everywhere.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field
 
+from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resolve_format
 from calculators.core import (
     CalcInputError,
     CalcRequest,
@@ -39,119 +39,10 @@ from calculators.core import (
 )
 
 
-@dataclass(frozen=True)
-class Fmt:
-    """A resolved storage format."""
-
-    name: str
-    bits: float                 # payload bits per value
-    group: int = 1              # values sharing one scale block
-    scale_bytes: float = 0.0    # bytes of scale (+ zero point / min) per group
-    tensor_bytes: float = 0.0   # bytes stored once per tensor (global scale)
-    outlier_fraction: float = 0.0
-    outlier_bits: float = 0.0
-    layout: str = ""
-
-    def entry_bytes(self, values: float) -> float:
-        """Bytes of one row of `values` values (blocks do not span rows)."""
-        if values <= 0:
-            return 0.0
-        groups = math.ceil(values / self.group) if self.scale_bytes else 0
-        return values * self.bits / 8.0 + groups * self.scale_bytes + values * self.outlier_fraction * self.outlier_bits / 8.0
-
-    @property
-    def effective_bits(self) -> float:
-        """Bits per value with block scales and outliers, when the rows are a whole number of groups."""
-        return self.bits + (8.0 * self.scale_bytes / self.group) + self.outlier_fraction * self.outlier_bits
-
-    def describe(self) -> str:
-        parts = [f"{num(self.bits)} bit/value"]
-        if self.scale_bytes:
-            parts.append(f"{num(self.scale_bytes)} B scale per {num(self.group)} values")
-        if self.outlier_fraction:
-            parts.append(f"{num(self.outlier_fraction * 100)} % outliers × {num(self.outlier_bits)} bit")
-        if self.tensor_bytes:
-            parts.append(f"{num(self.tensor_bytes)} B per tensor")
-        return f"{self.name}: " + ", ".join(parts) + f" = {num(self.effective_bits)} effective bit/value"
-
-
-#: Named formats and the layouts they assume (bytes exact for the block formats).
-FORMATS: dict[str, Fmt] = {f.name: f for f in (
-    Fmt("fp32", 32, layout="IEEE binary32, 4 B per value"),
-    Fmt("bf16", 16, layout="bfloat16, 2 B per value"),
-    Fmt("fp16", 16, layout="IEEE binary16, 2 B per value"),
-    Fmt("fp8", 8, layout="FP8 (E4M3 or E5M2), 1 B per value; any per-tensor or per-head scales are not counted"),
-    Fmt("fp8_per_tensor", 8, tensor_bytes=4, layout="FP8 with one FP32 scale per tensor (4 B once)"),
-    Fmt("int8", 8, layout="INT8, 1 B per value, scales not counted"),
-    Fmt("int4", 4, layout="INT4 packed two per byte, scales not counted"),
-    Fmt("q8_0", 8, 32, 2, layout="GGML q8_0: blocks of 32 INT8 values + one FP16 scale = 34 B per 32 values"),
-    Fmt("q4_0", 4, 32, 2, layout="GGML q4_0: blocks of 32 4-bit values + one FP16 scale = 18 B per 32 values"),
-    Fmt("q4_1", 4, 32, 4, layout="GGML q4_1: 32 4-bit values + FP16 scale + FP16 min = 20 B per 32 values"),
-    Fmt("q5_0", 5, 32, 2, layout="GGML q5_0: 32 5-bit values + FP16 scale = 22 B per 32 values"),
-    Fmt("q5_1", 5, 32, 4, layout="GGML q5_1: 32 5-bit values + FP16 scale + FP16 min = 24 B per 32 values"),
-    Fmt("q2_k", 2, 256, 20, layout="GGML q2_K: 256 2-bit values + 16 B sub-block scales/mins + 2 FP16 = 84 B per 256"),
-    Fmt("q3_k", 3, 256, 14, layout="GGML q3_K: 256 3-bit values + 12 B scales + FP16 = 110 B per 256"),
-    Fmt("q4_k", 4, 256, 16, layout="GGML q4_K: 256 4-bit values + 12 B scales/mins + 2 FP16 = 144 B per 256"),
-    Fmt("q5_k", 5, 256, 16, layout="GGML q5_K: 256 5-bit values + 12 B scales/mins + 2 FP16 = 176 B per 256"),
-    Fmt("q6_k", 6, 256, 18, layout="GGML q6_K: 256 6-bit values + 16 INT8 sub-block scales + FP16 = 210 B per 256"),
-    Fmt("mxfp8", 8, 32, 1, layout="OCP MX FP8: 32 FP8 values share one 8-bit E8M0 scale = 33 B per 32"),
-    Fmt("mxfp6", 6, 32, 1, layout="OCP MX FP6: 32 FP6 values + one E8M0 scale = 25 B per 32"),
-    Fmt("mxfp4", 4, 32, 1, layout="OCP MX FP4 (E2M1): 32 values + one E8M0 scale = 17 B per 32 (4.25 bit/value)"),
-    Fmt("nvfp4", 4, 16, 1, tensor_bytes=4,
-        layout="NVFP4: 16 FP4 (E2M1) values + one FP8 (E4M3) scale = 9 B per 16, plus one FP32 global scale per tensor"),
-    Fmt("fp4_block16", 4, 16, 1, layout="block-16 FP4: 16 4-bit values + one 1-byte FP8 scale = 9 B per 16 (4.5 bit/value), no global scale"),
-    Fmt("int4_g128", 4, 128, 2, layout="INT4 weight-only, group 128 with one FP16 scale = 66 B per 128 (4.125 bit/value), no zero point"),
-    Fmt("int4_g128_zp", 4, 128, 4, layout="INT4, group 128 with FP16 scale + FP16 zero point = 68 B per 128 (4.25 bit/value)"),
-)}
-
-FormatName = Literal[
-    "fp32", "bf16", "fp16", "fp8", "fp8_per_tensor", "int8", "int4", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-    "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "mxfp8", "mxfp6", "mxfp4", "nvfp4", "fp4_block16", "int4_g128", "int4_g128_zp",
-]
-assert set(FormatName.__args__) == set(FORMATS)  # type: ignore[attr-defined]
-
-
-class FormatSpec(CalcRequest):
-    """A storage format given by numbers instead of a name."""
-
-    name: str | None = Field(None, max_length=100, description="Label shown in the outputs.", examples=["m2xfp"])
-    bits_per_value: Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)] = Field(
-        description="Payload bits per value (4 for FP4/INT4).", examples=[4])
-    group_size: Annotated[int, Field(ge=1, le=10**12)] = Field(
-        1, description="Values sharing one scale block (32 for q4_0/MXFP4, 16 for NVFP4). Blocks never span a row.", examples=[32])
-    scale_bytes_per_group: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] = Field(
-        0.0, description="Bytes of scale (plus zero point/min) per group, e.g. 2 for an FP16 scale.", examples=[2])
-    tensor_scale_bytes: Annotated[float, Field(ge=0, le=1e9, allow_inf_nan=False)] = Field(
-        0.0, description="Bytes stored once per tensor (a global FP32 scale = 4).", examples=[0])
-    outlier_fraction: Fraction = Field(0.0, description="Fraction of values that also get an outlier entry (0..1).", examples=[0.1])
-    bits_per_outlier: Annotated[float, Field(ge=0, le=1024, allow_inf_nan=False)] = Field(
-        0.0, description="Extra bits per outlier entry (index + value bits).", examples=[8])
-
-
-FormatField = FormatName | FormatSpec
-
-
-def resolve_format(value: FormatField | None, loc: str, default: str = "bf16") -> Fmt:
-    """A request's format (name or spec) as a `Fmt`."""
-    if value is None:
-        value = default
-    if isinstance(value, str):
-        try:
-            return FORMATS[value]
-        except KeyError:  # pragma: no cover - pydantic already restricts names
-            raise CalcInputError(loc, f"unknown format {value!r}") from None
-    return Fmt(value.name or "custom", value.bits_per_value, value.group_size, value.scale_bytes_per_group,
-               value.tensor_scale_bytes, value.outlier_fraction, value.bits_per_outlier,
-               layout="given by numbers")
-
-
-def format_label(value: FormatField | None, fmt: Fmt) -> str | dict:
-    return value if isinstance(value, str) else fmt.name
-
-
-def model_weight_format(rec: dict) -> Fmt | None:
-    """The single storage format of a model's published weights, when it has one."""
-    return FORMATS.get(str(rec.get("weight_dtype", "")).lower())
+def format_label(value: FormatField | None, fmt: Fmt) -> str:
+    """A format as named in this calculator's outputs: the canonical name, or the spec's label ("custom")."""
+    return canonical_name(value) if isinstance(value, str) else (fmt.name if fmt.layout != "given by numbers" or
+                                                                   getattr(value, "name", None) else "custom")
 
 
 # --------------------------------------------------------------------------- the calculator

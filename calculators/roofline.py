@@ -40,6 +40,7 @@ from calculators.core import (
     out,
 )
 from calculators.base import Calculator, Chart
+from calculators.specs import hardware_spec, note_scope
 from calculators.weight_memory import (
     Architecture,
     Format,
@@ -53,58 +54,35 @@ from calculators.weight_memory import (
 PRECISIONS = ("FP64", "FP32", "TF32", "BF16", "FP16", "FP8", "FP6", "FP4", "INT8", "INT4")
 
 
-def select_peak(rec: dict, precision: str, sparsity: str = "dense", loc: str = "hardware") -> tuple[float, dict]:
-    """The precision-matched peak row of a hardware record (tensor unit preferred, FP32 accumulator preferred)."""
-    rows = [r for r in rec.get("peaks") or [] if isinstance(r, dict)]
-    match = [r for r in rows if str(r.get("input_precision", "")).upper() == precision.upper()
-             and str(r.get("sparsity", "dense")).lower() == sparsity]
-    if not match:
-        have = sorted({f"{r.get('input_precision')}/{r.get('sparsity')}" for r in rows})
-        raise CalcInputError(loc, f"{rec.get('id')} has no {sparsity} {precision} peak; it has: {', '.join(have) or 'none'}")
-
-    def rank(r):
-        unit = str(r.get("unit", "")).lower()
-        acc = str(r.get("accumulator") or "").upper()
-        return (0 if unit in ("tensor", "cube", "matrix") else 1, 0 if acc == "FP32" else 1)
-
-    row = min(match, key=rank)
-    fact = row.get("flop_per_s")
-    value = float(fact["value"] if isinstance(fact, dict) else fact)
-    prov = {"record": rec.get("id"),
-            "field": f"peaks[{row.get('input_precision')}, acc {row.get('accumulator')}, {row.get('unit')}, {row.get('sparsity')}].flop_per_s",
-            "value": value, "source": fact.get("source") if isinstance(fact, dict) else None,
-            "locator": fact.get("locator") if isinstance(fact, dict) else None,
-            "source_url": fact.get("source_url") if isinstance(fact, dict) else None}
-    return value, prov
-
-
 def hardware_rates(req, lookup: Lookup, res: Result, need_peak: bool = True, need_bw: bool = True,
                    optional_peak: bool = False):
-    """(peak FLOP/s, bandwidth B/s, record) for a request with `hardware` or explicit rates (either may be None).
+    """(peak FLOP/s, bandwidth B/s, spec) per device for a request with `hardware` or explicit rates (either may be None).
 
+    A node or rack record is read per device (its totals divided by its device count), and the answer says so.
     With `optional_peak`, a device without a sourced peak of that precision gives peak None (and an assumption).
     """
     peak = getattr(req, "peak_flop_per_s", None)
     bw = getattr(req, "memory_bandwidth_bytes_per_s", None)
-    rec = None
+    hw = None
     if getattr(req, "hardware", None):
-        rec = fetch(lookup, "hardware", req.hardware, "hardware")
+        hw = hardware_spec(lookup, req.hardware, "hardware")
+        note_scope(res, hw)
         if need_peak and peak is None:
             try:
-                peak, prov = select_peak(rec, req.precision, req.sparsity)
+                row = hw.peak(req.precision, req.sparsity)
             except CalcInputError as e:
                 if not optional_peak:
                     raise
                 res.assume(f"No compute time: {e.message}.")
-                peak = None
-        if need_peak and peak is not None and getattr(req, "peak_flop_per_s", None) is None:
-            res.cite(prov)
-            res.assume(f"Peak: {rec.get('id')} {req.sparsity} {req.precision} row ({num(peak / 1e12)} TFLOP/s); "
-                       "structured-sparse peaks are never used unless sparsity='structured' is asked for.")
+            else:
+                peak = row.flop_per_s
+                res.cite(row.provenance)
+                res.assume(f"Peak: {hw.id} {req.sparsity} {req.precision} row ({num(peak / 1e12)} TFLOP/s per device); "
+                           "structured-sparse peaks are never used unless sparsity='structured' is asked for.")
         if need_bw and bw is None:
-            bw = float(fact_value(rec, "memory_bandwidth_bytes_per_s", loc="hardware"))
-            res.cite(fact_source(rec, "memory_bandwidth_bytes_per_s"))
-    return peak, bw, rec
+            bw = hw.require("memory_bandwidth_bytes_per_s", "hardware")
+            hw.cite(res, "memory_bandwidth_bytes_per_s")
+    return peak, bw, hw
 
 
 # --------------------------------------------------------------------------- operations
@@ -550,10 +528,11 @@ def compute_energy(req: EnergyRequest, lookup: Lookup) -> Result:
     o: dict = {}
     power = req.power_w
     if req.hardware:
-        rec = fetch(lookup, "hardware", req.hardware, "hardware")
-        power = float(fact_value(rec, "power_w", loc="hardware"))
-        res.cite(fact_source(rec, "power_w"))
-        res.assume(f"{req.hardware} draws its rated power ({num(power)} W, typically the TDP) times utilization_of_power.")
+        hw = hardware_spec(lookup, req.hardware, "hardware")
+        note_scope(res, hw)
+        power = hw.require("power_w", "hardware")
+        hw.cite(res, "power_w")
+        res.assume(f"{req.hardware} draws its rated power ({num(power)} W per device, typically the TDP) times utilization_of_power.")
     if power is not None:
         if req.utilization_of_power <= 0:
             raise CalcInputError("utilization_of_power", "must be > 0")

@@ -23,7 +23,9 @@ from pydantic import Field, model_validator
 from calculators.core import (
     CalcInputError,
     CalcRequest,
+    Fraction,
     Lookup,
+    NonNegFloat,
     NonNegInt,
     PosFloatSweep,
     PosInt,
@@ -38,77 +40,30 @@ from calculators.core import (
     num,
     out,
 )
+from calculators.architecture import (
+    COMPONENTS,
+    MODEL_CONFIG_FIELD,
+    Arch,
+    arch_from_record,
+    exact,
+    ledger,
+    model_record,
+)
 from calculators.base import Calculator, Chart
+from calculators.formats import (
+    FORMAT_HELP,
+    FormatField,
+    WeightFormats,
+    bits_per_param,
+    format_bytes,
+    format_label,
+    resolve_format,
+    shipped_weight_formats,
+)
+from calculators.specs import explain_memory_rule, hardware_spec, note_scope, usable_memory_bytes
 
-# --------------------------------------------------------------------------- storage formats
-
-#: name -> (bits per value, values per scale group (0 = none), bytes per group scale)
-FORMATS: dict[str, tuple[float, int, float]] = {
-    "fp32": (32, 0, 0.0),
-    "bf16": (16, 0, 0.0),
-    "fp16": (16, 0, 0.0),
-    "fp8": (8, 0, 0.0),
-    "int8": (8, 0, 0.0),
-    "mxfp8": (8, 32, 1.0),
-    "q8_0": (8, 32, 2.0),
-    "int4": (4, 0, 0.0),
-    "fp4": (4, 0, 0.0),
-    "int4_g128": (4, 128, 2.0),
-    "q4_0": (4, 32, 2.0),
-    "mxfp4": (4, 32, 1.0),
-    "nvfp4": (4, 16, 1.0),
-}
-FormatName = Literal["fp32", "bf16", "fp16", "fp8", "int8", "mxfp8", "q8_0", "int4", "fp4", "int4_g128",
-                     "q4_0", "mxfp4", "nvfp4"]
-FORMAT_NOTES = {
-    "int4": "ideal 4 bits per value, no scales", "fp4": "ideal 4 bits per value, no scales",
-    "int4_g128": "4 bits + one 2-byte scale per 128 values", "q4_0": "4 bits + one 2-byte scale per 32 values",
-    "mxfp4": "4 bits + one 1-byte (E8M0) scale per 32 values",
-    "nvfp4": "4 bits + one 1-byte (E4M3) scale per 16 values; the per-tensor global scale is ignored",
-    "mxfp8": "8 bits + one 1-byte scale per 32 values", "q8_0": "8 bits + one 2-byte scale per 32 values",
-    "fp8": "8 bits per value; per-tensor or per-block scales ignored",
-}
-
-
-class CustomFormat(CalcRequest):
-    """A storage format given by its bits: `bits_per_value` plus an optional scale per group."""
-
-    bits_per_value: float = Field(gt=0, le=256, description="Bits per stored value (16 = BF16, 4 = 4-bit).", examples=[4])
-    group_size: NonNegInt = Field(0, description="Values sharing one scale; 0 = no group scales.", examples=[128])
-    scale_bytes_per_group: float = Field(0.0, ge=0, le=1024, description="Bytes of scale/zero-point metadata per group.", examples=[2])
-
-
-Format = FormatName | CustomFormat
-
-
-def format_spec(fmt: Format) -> tuple[float, int, float]:
-    if isinstance(fmt, CustomFormat):
-        return fmt.bits_per_value, fmt.group_size, fmt.scale_bytes_per_group
-    return FORMATS[fmt]
-
-
-def format_label(fmt: Format) -> str:
-    if isinstance(fmt, CustomFormat):
-        g = f" + {num(fmt.scale_bytes_per_group)} B per {fmt.group_size} values" if fmt.group_size else ""
-        return f"{num(fmt.bits_per_value)}-bit{g}"
-    return fmt
-
-
-def bits_per_param(fmt: Format) -> float:
-    """Average bits per value including group scales."""
-    bits, group, scale = format_spec(fmt)
-    return bits + (scale * 8.0 / group if group else 0.0)
-
-
-def format_bytes(values, fmt: Format):
-    """Bytes to store `values` values (array-friendly): payload + ceil(values / group) scales."""
-    bits, group, scale = format_spec(fmt)
-    v = np.asarray(values, dtype=float)
-    payload = v * bits / 8.0
-    if group:
-        payload = payload + np.ceil(v / group) * scale
-    return payload
-
+# Storage formats come from the one table every calculator shares.
+Format = FormatField
 
 # --------------------------------------------------------------------------- architecture
 
@@ -122,20 +77,6 @@ HeadDim = Annotated[int, Field(ge=0, le=10**6)]
 PosHeadDim = Annotated[int, Field(ge=1, le=10**6)]
 Vocab = Annotated[int, Field(ge=0, le=10**8)]
 ExpertCount = Annotated[int, Field(ge=1, le=10**6)]
-
-
-def exact(x):
-    """Python ints as JSON integers while float64 holds them exactly, floats beyond (JSON integers stop at 64 bits,
-    and a parameter count past 2^53 is far outside any model); recurses into dicts and lists."""
-    if isinstance(x, bool):
-        return x
-    if isinstance(x, int):
-        return x if abs(x) < 2**53 else float(x)
-    if isinstance(x, dict):
-        return {k: exact(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [exact(v) for v in x]
-    return x
 
 
 class MoESpec(CalcRequest):
@@ -172,56 +113,6 @@ class ShapeArchitecture(CalcRequest):
     mla: MLASpec | None = None
 
 
-@dataclass
-class Arch:
-    """Shapes as plain ints (from a request or a store record)."""
-
-    layers: int
-    d: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    ffn: int
-    vocab: int
-    tied: bool
-    qk_norm: bool
-    ffn_matrices: int
-    attention: str
-    experts: int = 0
-    top_k: int = 0
-    shared: int = 0
-    expert_ffn: int = 0
-    dense_layers: int = 0
-    kv_lora: int = 0
-    q_lora: int = 0
-    rope_dim: int = 0
-    nope_dim: int = 0
-    v_dim: int = 0
-    name: str = "architecture"
-
-    @property
-    def moe_layers(self) -> int:
-        return max(self.layers - self.dense_layers, 0) if self.experts else 0
-
-    @property
-    def dense_ffn_layers(self) -> int:
-        return self.layers - self.moe_layers
-
-    @property
-    def qk_dim(self) -> int:
-        return self.nope_dim + self.rope_dim if self.attention == "mla" else self.head_dim
-
-    @property
-    def vo_dim(self) -> int:
-        return self.v_dim if self.attention == "mla" else self.head_dim
-
-    def kv_values_per_token(self) -> int:
-        """Cached values per token per layer (K and V, or the MLA latent + rope key)."""
-        if self.attention == "mla":
-            return self.kv_lora + self.rope_dim
-        return 2 * self.kv_heads * self.head_dim
-
-
 def arch_from_request(a: ShapeArchitecture) -> Arch:
     heads = a.heads
     head_dim = a.head_dim or (a.hidden_size // heads if heads else 0)
@@ -244,104 +135,13 @@ def arch_from_request(a: ShapeArchitecture) -> Arch:
     return arch
 
 
-SHAPE_FIELDS = ("layers", "hidden_size", "heads", "kv_heads", "head_dim", "vocab_size")
-
-
-def arch_from_record(rec: dict, res: Result | None, loc: str = "model", qk_norm: bool | None = None) -> Arch | None:
-    """Shapes of a store model record, or None when its attention family has no projection ledger here."""
-    kind = str(rec.get("attention", "")).lower()
-    if kind not in ("mha", "gqa", "mla"):
-        return None
-    v = {f: fact_value(rec, f, loc=loc) for f in SHAPE_FIELDS}
-    ffn = fact_value(rec, "ffn_size", required=False) or 0
-    arch = Arch(layers=int(v["layers"]), d=int(v["hidden_size"]), heads=int(v["heads"]), kv_heads=int(v["kv_heads"]),
-                head_dim=int(v["head_dim"]), ffn=int(ffn), vocab=int(v["vocab_size"]),
-                tied=bool(rec.get("tie_word_embeddings", False)),
-                qk_norm=bool(rec.get("qk_norm", False)) if qk_norm is None else qk_norm,
-                ffn_matrices=3, attention=kind, name=rec.get("id", "model"))
-    cited = list(SHAPE_FIELDS) + (["ffn_size"] if ffn else [])
-    if rec.get("moe"):
-        arch.experts = int(fact_value(rec, "moe", "experts", loc=loc))
-        arch.top_k = int(fact_value(rec, "moe", "experts_per_token", loc=loc))
-        arch.shared = int(fact_value(rec, "moe", "shared_experts", required=False) or 0)
-        arch.expert_ffn = int(fact_value(rec, "moe", "expert_ffn_size", loc=loc))
-        arch.dense_layers = int(fact_value(rec, "moe", "dense_layers", required=False) or 0)
-        cited += ["moe.experts", "moe.experts_per_token", "moe.shared_experts", "moe.expert_ffn_size", "moe.dense_layers"]
-        if arch.dense_layers and not arch.ffn:
-            raise CalcInputError(loc, f"{arch.name} has dense layers but no sourced ffn_size")
-    if kind == "mla":
-        if not rec.get("mla"):
-            raise CalcInputError(loc, f"{arch.name} is MLA but has no sourced mla shapes")
-        arch.kv_lora = int(fact_value(rec, "mla", "kv_lora_rank", loc=loc))
-        arch.q_lora = int(fact_value(rec, "mla", "q_lora_rank", required=False) or 0)
-        arch.rope_dim = int(fact_value(rec, "mla", "qk_rope_head_dim", required=False) or 0)
-        arch.nope_dim = int(fact_value(rec, "mla", "qk_nope_head_dim", required=False) or (arch.head_dim - arch.rope_dim))
-        arch.v_dim = int(fact_value(rec, "mla", "v_head_dim", required=False) or arch.head_dim)
-        cited += ["mla.kv_lora_rank", "mla.q_lora_rank", "mla.qk_rope_head_dim", "mla.qk_nope_head_dim", "mla.v_head_dim"]
-    if res is not None:
-        for f in cited:
-            res.cite(fact_source(rec, *f.split(".")))
-    return arch
-
-
-COMPONENTS = ("attention", "dense_ffn", "routed_experts", "shared_experts", "router", "norms", "embeddings", "lm_head")
-
-
-def ledger(a: Arch) -> dict:
-    """Parameter counts per component (whole model), per layer, and per token (active)."""
-    d, L = a.d, a.layers
-    if a.attention == "mla":
-        q = (d * a.q_lora + a.q_lora + a.q_lora * a.heads * a.qk_dim) if a.q_lora else d * a.heads * a.qk_dim
-        attn_layer = q + d * (a.kv_lora + a.rope_dim) + a.kv_lora + a.kv_lora * a.heads * (a.nope_dim + a.v_dim) \
-            + a.heads * a.v_dim * d
-        attn_matrix_layer = attn_layer - a.kv_lora - a.q_lora  # norm vectors inside MLA
-    else:
-        attn_layer = d * a.heads * a.head_dim + 2 * d * a.kv_heads * a.head_dim + a.heads * a.head_dim * d
-        attn_matrix_layer = attn_layer
-    expert = a.ffn_matrices * d * a.expert_ffn
-    dense_ffn_layer = a.ffn_matrices * d * a.ffn
-    norms_layer = 2 * d + (2 * a.qk_dim if a.qk_norm and a.heads else 0)
-    comp = {
-        "attention": attn_layer * L,
-        "dense_ffn": dense_ffn_layer * a.dense_ffn_layers,
-        "routed_experts": expert * a.experts * a.moe_layers,
-        "shared_experts": expert * a.shared * a.moe_layers,
-        "router": d * a.experts * a.moe_layers,
-        "norms": norms_layer * L + d,
-        "embeddings": a.vocab * d,
-        "lm_head": 0 if a.tied else a.vocab * d,
-    }
-    # matrices that multiply every token (forward FLOPs = 2 x these per token)
-    active_matrix = {
-        "attention": attn_matrix_layer * L,
-        "dense_ffn": comp["dense_ffn"],
-        "routed_experts": expert * a.top_k * a.moe_layers,
-        "shared_experts": comp["shared_experts"],
-        "router": comp["router"],
-    }
-    head_matrix = a.vocab * d  # the output projection multiplies every token that needs logits (tied or not)
-    return exact({
-        "components": comp,
-        "total": sum(comp.values()),
-        "core_matrix": active_matrix["attention"] + comp["dense_ffn"] + comp["routed_experts"] + comp["shared_experts"]
-        + comp["router"],
-        "active_matrix": active_matrix,
-        "active_matrix_total": sum(active_matrix.values()),
-        "head_matrix": head_matrix,
-        "active_total": sum(active_matrix.values()) + comp["norms"] + comp["embeddings"] + comp["lm_head"]
-        + (comp["attention"] - active_matrix["attention"]),
-        "per_layer": {"attention": attn_layer, "dense_ffn": dense_ffn_layer if a.ffn else 0,
-                      "expert": expert, "norms": norms_layer},
-    })
-
-
 def resolve_arch(req, lookup: Lookup, res: Result, qk_norm: bool | None = None) -> tuple[Arch | None, dict | None]:
     """The Arch of a request's `model` id or `architecture`; (None, record) when only labels are known."""
     if getattr(req, "architecture", None) is not None:
         return arch_from_request(req.architecture), None
-    if getattr(req, "model", None):
-        rec = fetch(lookup, "model", req.model, "model")
-        return arch_from_record(rec, res, "model", qk_norm), rec
+    rec = model_record(req, lookup, res, required=False)
+    if rec is not None:
+        return arch_from_record(rec, res, "model" if getattr(req, "model", None) else "model_config", qk_norm), rec
     return None, None
 
 
@@ -371,74 +171,104 @@ class WeightMemoryRequest(CalcRequest):
     """Exactly one of `model`, `architecture`, `params`, `tensors` describes what is stored."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (e.g. qwen3-8b).", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="Explicit parameter count (e.g. 235e9 for a '235B' label). Sweepable.", examples=[235e9])
     tensors: list[TensorSpec] | None = Field(None, min_length=1, max_length=200, description="Explicit tensors (one group), repeated `copies` times.")
     copies: PosInt = Field(1, description="Repeat the `tensors` group this many times (e.g. layers).")
-    format: Format = Field("bf16", description="Storage format: bf16|fp16|fp32|fp8|int8|mxfp8|q8_0|int4|fp4|int4_g128|q4_0|mxfp4|nvfp4 or {bits_per_value, group_size, scale_bytes_per_group}.")
+    format: Format | None = Field(None, description="Storage format of every component (default: the model's published "
+                                  "weight format, else bf16). " + FORMAT_HELP)
     component_formats: ComponentFormats | None = Field(None, description="Per-component format overrides (model/architecture only).")
     compare_formats: list[Format] = Field(default_factory=list, max_length=20, description="Further formats to report side by side (all components in that format).")
     include_embeddings: bool = Field(True, description="Count the input embedding and LM head.")
     include_norms: bool = Field(True, description="Count RMSNorm weight vectors.")
     qk_norm: bool | None = Field(None, description="Override: the model has per-head Q/K norms (Qwen3). Default: the record's flag, else false.")
-    devices: PosIntSweep = Field(1, description="Devices sharing one replica (tensor/expert parallel degree). Sweepable.", examples=[8])
+    devices: PosIntSweep | None = Field(None, description="Devices sharing one replica (tensor/expert parallel degree). Sweepable. "
+                                        "Default: the device count of `hardware` (72 for an NVL72 rack), else 1.", examples=[8])
     expert_parallel: bool = Field(False, description="Place whole experts on devices (ceil(experts/devices) each) instead of slicing every expert.")
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id whose memory_bytes is the per-device capacity.", examples=["h100-sxm"])
-    memory_per_device_bytes: PosFloatSweep | None = Field(None, description="Per-device memory in bytes (80 GB = 80e9), instead of `hardware`. Sweepable.")
+    memory_per_device_bytes: PosFloatSweep | None = Field(None, description="Per-device memory capacity in bytes (80 GiB = 85899345920; "
+                                                          "a decimal 80 GB = 80e9), instead of `hardware`. Sweepable.")
+    memory_utilization: Fraction | None = Field(None, description="Fraction of capacity the engine may use (default 0.9, vLLM's "
+                                                "gpu_memory_utilization).")
+    runtime_reserve_bytes: NonNegFloat | None = Field(None, description="Bytes reserved per device on top of that (default 0).")
 
     @model_validator(mode="after")
     def _one_source(self):
-        given = [k for k in ("model", "architecture", "params", "tensors") if getattr(self, k) is not None]
+        given = [k for k in ("model", "hf_config", "architecture", "params", "tensors") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of model, architecture, params, tensors")
+            raise ValueError("give exactly one of model, model_config, architecture, params, tensors")
         if self.hardware and self.memory_per_device_bytes is not None:
             raise ValueError("give hardware or memory_per_device_bytes, not both")
         return self
 
 
 def device_memory(req, lookup: Lookup, res: Result, loc: str = "hardware"):
-    """Per-device memory bytes from `hardware` (cited) or an explicit field, else None."""
+    """Per-device memory capacity from `hardware` (a node or rack is read per device; cited), else None."""
     if getattr(req, "hardware", None):
-        rec = fetch(lookup, "hardware", req.hardware, loc)
-        mem = fact_value(rec, "memory_bytes", loc=loc)
-        res.cite(fact_source(rec, "memory_bytes"))
-        return float(mem), rec
+        hw = hardware_spec(lookup, req.hardware, loc)
+        note_scope(res, hw)
+        mem = hw.require("memory_bytes", loc)
+        hw.cite(res, "memory_bytes")
+        return mem, hw
     return None, None
 
 
 # --------------------------------------------------------------------------- compute
 
-def _fmt_for(req: WeightMemoryRequest, comp: str) -> Format:
+def _fmt_for(req: WeightMemoryRequest, comp: str, shipped: WeightFormats | None = None) -> Format:
+    """A component's format: its override, else the request's `format`, else the model's published one, else bf16."""
     cf = req.component_formats
     f = getattr(cf, comp) if cf else None
-    return f if f is not None else req.format
+    if f is not None:
+        return f
+    if req.format is not None:
+        return req.format
+    if shipped is not None:
+        return shipped.for_component(comp)
+    return "bf16"
 
 
 def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
-    mem_hw, _ = device_memory(req, lookup, res)
-    x = broadcast({"devices": req.devices, "params": req.params if req.params is not None else 1.0,
+    mem_hw, hw = device_memory(req, lookup, res)
+    devices_req = req.devices
+    if devices_req is None:
+        devices_req = hw.devices if hw is not None else 1
+        if hw is not None and hw.devices > 1:
+            res.assume(f"devices not given: the {hw.scope} {hw.id}'s {hw.devices} devices share the replica.")
+    x = broadcast({"devices": devices_req, "params": req.params if req.params is not None else 1.0,
                    "memory_per_device_bytes": req.memory_per_device_bytes if req.memory_per_device_bytes is not None else 1.0})
     devices = x["devices"]
-    mem = None
+    res.inputs["devices"] = out(devices)
+    capacity = None
     if mem_hw is not None:
-        mem = np.asarray(mem_hw) + 0.0 * devices
+        capacity = np.asarray(mem_hw) + 0.0 * devices
     elif req.memory_per_device_bytes is not None:
-        mem = x["memory_per_device_bytes"] + 0.0 * devices
+        capacity = x["memory_per_device_bytes"] + 0.0 * devices
+    mem = None
+    if capacity is not None:
+        mem = explain_memory_rule(res, first(capacity), req.memory_utilization, req.runtime_reserve_bytes)
+        mem = usable_memory_bytes(capacity, req.memory_utilization, req.runtime_reserve_bytes)
     o: dict = {}
-    fmt_main = req.format
-    res.assume(f"Storage format {format_label(fmt_main)}: {num(bits_per_param(fmt_main))} bits per parameter on average"
-               + (f" ({FORMAT_NOTES[fmt_main]})." if isinstance(fmt_main, str) and fmt_main in FORMAT_NOTES else "."))
 
     arch, rec = (None, None)
-    if req.model or req.architecture:
+    if req.model or req.architecture or getattr(req, "model_config", None):
         arch, rec = resolve_arch(req, lookup, res, req.qk_norm)
+    shipped = shipped_weight_formats((rec or {}).get("weight_dtype")) if req.format is None else None
+    fmt_main = req.format if req.format is not None else (shipped.main if shipped else "bf16")
+    if req.format is None and shipped is not None:
+        res.assume(f"Weight format: {rec.get('id')} is published as {shipped.label} ({shipped.note}); pass `format` to change it.")
+    elif req.format is None:
+        res.assume("Weight format: bf16 (no published format known); pass `format` to change it.")
+    res.assume(f"Storage format {format_label(fmt_main)}: {num(bits_per_param(fmt_main))} bits per parameter on average "
+               f"({resolve_format(fmt_main).layout}).")
 
     if req.tensors is not None:
         rows, group_params, group_bytes = [], 0.0, 0.0
         for t in req.tensors:
             values = float(math.prod(t.shape))
-            f = t.format if t.format is not None else req.format
+            f = t.format if t.format is not None else fmt_main
             each = float(format_bytes(values, f))
             rows.append({"name": t.name, "shape": t.shape, "count": t.count, "format": format_label(f),
                          "params_each": values, "bytes_each": each, "params": values * t.count, "bytes": each * t.count})
@@ -481,7 +311,7 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
             comp["embeddings"] = comp["lm_head"] = 0
         if not req.include_norms:
             comp["norms"] = 0
-        comp_bytes = {k: float(format_bytes(v, _fmt_for(req, k))) for k, v in comp.items()}
+        comp_bytes = {k: float(format_bytes(v, _fmt_for(req, k, shipped))) for k, v in comp.items()}
         params_total = float(sum(comp.values()))
         bytes_total = float(sum(comp_bytes.values()))
         pl = led["per_layer"]
@@ -507,10 +337,10 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
         res.step("weight bytes", "Σ component params × bits/8", " + ".join(num(v) for v in comp_bytes.values() if v),
                  bytes_total, "B")
         core_params = led["core_matrix"]
-        core_bytes = sum(float(format_bytes(led["active_matrix"]["attention"] if k == "attention" else comp[k], _fmt_for(req, k)))
+        core_bytes = sum(float(format_bytes(led["active_matrix"]["attention"] if k == "attention" else comp[k], _fmt_for(req, k, shipped)))
                          for k in ("attention", "dense_ffn", "routed_experts", "shared_experts", "router"))
         o.update(
-            breakdown={k: {"params": comp[k], "bytes": comp_bytes[k], "format": format_label(_fmt_for(req, k))} for k in COMPONENTS},
+            breakdown={k: {"params": comp[k], "bytes": comp_bytes[k], "format": format_label(_fmt_for(req, k, shipped))} for k in COMPONENTS},
             core_matrix_params=core_params, core_matrix_bytes=core_bytes,
             params_active=led["active_total"],
             per_layer={"attention_params": pl["attention"], "dense_ffn_params": pl["dense_ffn"],
@@ -551,8 +381,8 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
         fits = remaining >= 0
         with np.errstate(divide="ignore", invalid="ignore"):
             need = np.where(mem > replicated, np.ceil((sharded + routed) / np.where(mem > replicated, mem - replicated, 1.0)), np.inf)
-        res.step("remaining per device", "M − W_dev", f"{fmt_bytes(first(mem))} − {fmt_bytes(first(per_device))}", remaining, "B")
-        o.update(memory_per_device_bytes=out(mem), remaining_per_device_bytes=out(remaining),
+        res.step("remaining per device", "M_usable − W_dev", f"{fmt_bytes(first(mem))} − {fmt_bytes(first(per_device))}", remaining, "B")
+        o.update(memory_per_device_bytes=out(capacity), usable_per_device_bytes=out(mem), remaining_per_device_bytes=out(remaining),
                  fits=out(fits) if np.ndim(fits) else bool(fits), min_devices=out(need))
         res.assume("Fit counts weights only: KV cache, activations, workspace and allocator reserve need their own room.")
 

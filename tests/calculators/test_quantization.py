@@ -131,7 +131,7 @@ def test_zero_values_are_valid():
     {"values": -1},
     {"values": 1, "format": "fp5"},
     {"values": 1, "format": {"bits_per_value": 0}},
-    {"values": 1, "format": {"bits_per_value": 4, "group_size": 0}},
+    {"values": 1, "format": {"bits_per_value": 4, "group_size": -1}},
     {"values": 1, "format": {"bits_per_value": 4, "outlier_fraction": 1.5}},
     {"values": 1, "extra": 2},
     {"shape": []},

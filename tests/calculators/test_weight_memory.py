@@ -1,12 +1,14 @@
 """weight-memory: the book's Qwen3 ledgers, label-based footprints, tensor lists, and invariants."""
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
+from calculators.core import GIB, CalcInputError, no_lookup
 from calculators.runner import compute as run
 
 QWEN3_8B = {"layers": 36, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn_size": 12288,
@@ -60,7 +62,8 @@ def test_tied_embeddings_counted_once():
 
 
 def test_label_based_235b_on_eight_80gb_cards():
-    o = calc({"params": [235e9, 284e9], "devices": 8, "memory_per_device_bytes": 80e9,
+    # the book's nominal card: a decimal 80 GB, all of it usable
+    o = calc({"params": [235e9, 284e9], "devices": 8, "memory_per_device_bytes": 80e9, "memory_utilization": 1.0,
               "compare_formats": ["int8", "int4"]}).outputs
     assert o["bytes_total"] == pytest.approx([470e9, 568e9])
     assert o["per_device_bytes"] == pytest.approx([58.75e9, 71e9])
@@ -73,7 +76,7 @@ def test_hardware_memory_and_fit():
     o = calc({"params": 1.6e12, "format": "int4", "devices": 8, "hardware": "gpu80"}, fake_lookup).outputs
     assert o["bytes_total"] == pytest.approx(800e9)
     assert o["fits"] is False
-    assert o["min_devices"] == 10
+    assert o["min_devices"] == math.ceil(800e9 / (0.9 * 80e9))   # the memory rule: 90 % of each device is usable
 
 
 def test_moe_architecture_mixed_formats():
@@ -120,7 +123,10 @@ def test_tensor_list_copies_and_shards():
 
 def test_fits_on_store_hardware(lookup):
     o = calc({"model": "qwen3-8b", "hardware": "h100-sxm"}, lookup).outputs
-    assert o["fits"] is True and o["remaining_per_device_bytes"] == pytest.approx(80e9 - o["per_device_bytes"])
+    # an H100 holds 80 GiB; the memory rule leaves 90 % of it to the engine
+    assert o["memory_per_device_bytes"] == 80 * GIB
+    assert o["fits"] is True and o["remaining_per_device_bytes"] == pytest.approx(0.9 * 80 * GIB - o["per_device_bytes"])
+    assert any("bf16" in a and "published" in a for a in r_assumptions(lookup))
 
 
 @given(p=st.floats(1e6, 1e13), n=st.integers(1, 1024))
@@ -192,3 +198,7 @@ def test_architecture_bounds_and_counts_beyond_64_bits():
     # real models keep exact integer counts
     assert calc({"architecture": QWEN3_8B, "include_embeddings": False, "include_norms": False}).outputs["core_matrix_params"] \
         == 6_945_767_424
+
+
+def r_assumptions(lookup):
+    return run("weight-memory", {"model": "qwen3-8b", "hardware": "h100-sxm"}, lookup)[2].assumptions
