@@ -17,11 +17,13 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt,
+    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.base import Calculator, Chart
-# After the registry: importing it first lets it load every family (collective included) before we do.
+from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format
+from calculators.specs import alpha_assumption, explain_memory_rule, hardware_spec, link_spec, note_scope
 from calculators.collective import collective_cost, resolve_link
 
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0}
@@ -32,6 +34,7 @@ class ParallelSplitRequest(CalcRequest):
     """A decode step split over `tp` devices per stage (candidates) and `pp` pipeline stages."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id: weights (params × dtype), layers, hidden size, KV shape.", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
     interconnect: str | None = Field(None, min_length=1, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency.", examples=["nvlink4"])
     weight_bytes: NonNegFloat | None = Field(None, description="Weight bytes W of the whole model (overrides the model).", examples=[16.4e9])
@@ -43,7 +46,11 @@ class ParallelSplitRequest(CalcRequest):
     layers: Annotated[int, Field(ge=1, le=100_000)] | None = Field(None, description="Layers (overrides the model).", examples=[36])
     hidden_size: Annotated[int, Field(ge=1, le=10**7)] | None = Field(None, description="Hidden size (overrides the model); sets message and hand-off bytes.")
     hbm_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Effective memory bandwidth per device, bytes/s (overrides hardware).", examples=[2e12])
-    memory_bytes: PosFloat | None = Field(None, description="Usable memory per device, bytes (overrides hardware). Without it every candidate fits.")
+    memory_bytes: PosFloat | None = Field(None, description="Usable memory per device, bytes (overrides hardware, taken as given). "
+                                          "Without it or hardware every candidate fits.")
+    memory_utilization: Fraction | None = Field(None, description="With `hardware`: fraction of capacity usable (default 0.9, vLLM's gpu_memory_utilization).")
+    runtime_reserve_bytes: NonNegFloat | None = Field(None, description="With `hardware`: bytes reserved per device on top (default 0).")
+    kv_format: FormatField | None = Field(None, description="Cache format when KV comes from the model (overrides kv_bytes_per_value). " + FORMAT_HELP)
     link_alpha_s: NonNegFloat | None = Field(None, description="α of the TP link per dependent round, seconds (overrides the link).", examples=[1e-6])
     link_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="One-way TP link bandwidth per rank, bytes/s (overrides the link).", examples=[200e9])
     allreduces_per_layer: Annotated[int, Field(ge=0, le=1000)] = Field(2, description="All-reduces per layer (attention + MLP = 2).")
@@ -86,24 +93,12 @@ class SplitWhatIf(CalcRequest):
     workspace_bytes: NonNegFloat | None = None
 
 
-def _kv_from_model(rec: dict, tokens: int, per_value: float) -> float:
-    """Bytes of one sequence's KV/state at `tokens`, from the model's layer groups."""
-    groups = rec.get("layer_groups")
-    if not groups:
-        layers = fact_value(rec, "layers", loc="model")
-        kvh = fact_value(rec, "kv_heads", loc="model")
-        hd = fact_value(rec, "head_dim", loc="model")
-        return float(layers) * 2 * kvh * hd * tokens * per_value
-    total = 0.0
-    for g in groups:
-        values = 0.0
-        for s in g.get("streams", []):
-            win, ratio = s.get("window"), s.get("ratio") or 1
-            kept = min(tokens, win) if win else tokens // ratio
-            values += s["dim"] * kept
-        values += g.get("state_elements", 0) or 0
-        total += g["count"] * values
-    return total * per_value
+def _kv_from_model(rec: dict, tokens: int, fmt: Fmt, res: Result) -> float:
+    """Bytes of one sequence's KV/state at `tokens`, from the architecture engine (as kv-cache sizes it)."""
+    if not rec.get("layer_groups"):
+        raise CalcInputError("model", f"{rec.get('id')} has no layer groups; give kv_bytes")
+    groups = groups_from_model(rec, res, "model")
+    return float(kv_sizes(groups, fmt, FORMATS["fp32"], np.asarray(tokens, dtype=np.int64)).bytes_per_request)
 
 
 def _why(tp, mem, comm, step, fits, best_i) -> str:
@@ -135,8 +130,10 @@ def _why(tp, mem, comm, step, fits, best_i) -> str:
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
-    rec = fetch(lookup, "model", req.model, "model") if req.model else None
-    hw = fetch(lookup, "hardware", req.hardware, "hardware") if req.hardware else None
+    rec = model_record(req, lookup, res, required=False)
+    hw = hardware_spec(lookup, req.hardware, "hardware") if req.hardware else None
+    if hw is not None:
+        note_scope(res, hw)
 
     def from_model(field: str, explicit, loc: str):
         if explicit is not None:
@@ -161,19 +158,18 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         params = fact_value(rec, "params_total", loc="model")
         res.cite(fact_source(rec, "params_total"))
         bpp = req.weight_bytes_per_param or DTYPE_BYTES.get(str(rec.get("weight_dtype", "")).lower())
-        if bpp is None:
-            raise CalcInputError("weight_bytes_per_param", f"{req.model} stores weights as {rec.get('weight_dtype')!r}; give weight_bytes_per_param")
-        W = res.step("weight bytes", "W = params × bytes/param", f"{num(params)} × {num(bpp)}", float(params) * bpp, "B")
+        if bpp is None:  # a mixed published format (MXFP4 experts beside BF16 …): the engine counts it per component
+            W = model_weight_bytes(rec, None, res, "weight_bytes_per_param")
+        else:
+            W = res.step("weight bytes", "W = params × bytes/param", f"{num(params)} × {num(bpp)}", float(params) * bpp, "B")
     W_read = req.weight_read_bytes if req.weight_read_bytes is not None else W
     # ---- KV
     KV = req.kv_bytes
     if KV is None:
         if rec is not None and req.context_tokens is not None:
-            per_seq = _kv_from_model(rec, req.context_tokens, req.kv_bytes_per_value)
-            if rec.get("layer_groups_provenance"):
-                p0 = rec["layer_groups_provenance"]
-                res.cite({"record": rec.get("id"), "field": "layer_groups", "value": None, "source": p0.get("source"),
-                          "locator": p0.get("locator"), "source_url": p0.get("source_url")})
+            kfmt = (resolve_format(req.kv_format, "kv_format") if req.kv_format is not None
+                    else Fmt(f"{num(req.kv_bytes_per_value)} B/value", 8.0 * req.kv_bytes_per_value))
+            per_seq = _kv_from_model(rec, req.context_tokens, kfmt, res)
             KV = res.step("KV bytes", "KV = batch × Σ_groups count × Σ_streams dim × retained(N) × bytes",
                           f"{req.batch} × {fmt_bytes(per_seq)} (N = {num(req.context_tokens)})", per_seq * req.batch, "B")
         else:
@@ -184,12 +180,12 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     if B_hbm is None:
         if hw is None:
             raise CalcInputError("hbm_bandwidth_bytes_per_s", "give hbm_bandwidth_bytes_per_s or a hardware id")
-        B_hbm = fact_value(hw, "memory_bandwidth_bytes_per_s", loc="hardware")
-        res.cite(fact_source(hw, "memory_bandwidth_bytes_per_s"))
+        B_hbm = hw.require("memory_bandwidth_bytes_per_s", "hardware")
+        hw.cite(res, "memory_bandwidth_bytes_per_s")
     mem_cap = req.memory_bytes
-    if mem_cap is None and hw is not None:
-        mem_cap = fact_value(hw, "memory_bytes", required=False)
-        res.cite(fact_source(hw, "memory_bytes"))
+    if mem_cap is None and hw is not None and hw.memory_bytes is not None:
+        hw.cite(res, "memory_bytes")
+        mem_cap = float(explain_memory_rule(res, hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
     alpha, B_link = resolve_link(lookup, res, req.interconnect, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
                                  loc="interconnect", alpha_loc="link_alpha_s", need_alpha=False)
     tp_list = req.tp if isinstance(req.tp, list) else [req.tp]
@@ -198,7 +194,10 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     if alpha is None:
         alpha = 0.0
         if any(t > 1 for t in tp_list):
-            res.assume("No α given and none on the interconnect: start-up latency taken as 0 (understates TP cost).")
+            res.assume(alpha_assumption(link_spec(lookup, req.interconnect, "interconnect"), "link_alpha_s")
+                       if req.interconnect else "α NOT GIVEN: no link_alpha_s and no interconnect id, so α = 0 s — "
+                       "communication time is a lower bound. Give `link_alpha_s` or an `interconnect` id.")
+    res.inputs["latency_s"] = alpha
     step_tokens = req.step_tokens or req.batch
     M = req.message_bytes
     if M is None:

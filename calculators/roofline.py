@@ -41,6 +41,8 @@ from calculators.core import (
 )
 from calculators.base import Calculator, Chart
 from calculators.specs import hardware_spec, note_scope
+from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, written_bytes
+from calculators.formats import FORMATS, resolve_format
 from calculators.weight_memory import (
     Architecture,
     Format,
@@ -137,6 +139,7 @@ class RooflineRequest(CalcRequest):
 
     operation: Operation | None = Field(None, description="A single operation (gemm, attention or custom FLOPs/bytes).")
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloat | None = Field(None, description="Active parameters per token (no shapes: attention not counted).")
     phase: Literal["prefill", "decode"] = Field("decode", description="prefill: `tokens` prompt tokens per sequence; decode: `tokens` new tokens per sequence (1, or more for speculative verification).")
@@ -160,47 +163,15 @@ class RooflineRequest(CalcRequest):
 
     @model_validator(mode="after")
     def _check(self):
-        given = [k for k in ("operation", "model", "architecture", "params") if getattr(self, k) is not None]
+        given = [k for k in ("operation", "model", "hf_config", "architecture", "params") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of operation, model, architecture, params")
+            raise ValueError("give exactly one of operation, model, model_config, architecture, params")
         if self.segments is not None and self.phase != "prefill":
             raise ValueError("segments apply to the prefill phase only")
         return self
 
 
 # --------------------------------------------------------------------------- helpers
-
-def layer_group_kv(groups: list, n):
-    """Cached values per sequence at n tokens, from the store's layer_groups (streams with window / ratio)."""
-    n = np.asarray(n, dtype=float)
-    total = 0.0 * n
-    state = 0.0
-    for g in groups:
-        cnt = float(g.get("count", 0))
-        for s in g.get("streams") or []:
-            dim = float(s.get("dim", 0))
-            w = s.get("window")
-            ratio = float(s.get("ratio") or 1)
-            kept = np.minimum(n, float(w)) if w else np.floor(n / ratio)
-            total = total + cnt * dim * kept
-        state += cnt * float(g.get("state_elements") or 0)
-    return total, state
-
-
-def layer_group_written(groups: list, s, p):
-    """Cache values written when p tokens follow s (a window keeps writing into its ring buffer)."""
-    s = np.asarray(s, dtype=float)
-    p = np.asarray(p, dtype=float)
-    total = 0.0 * (s + p)
-    for g in groups:
-        cnt = float(g.get("count", 0))
-        for st in g.get("streams") or []:
-            dim = float(st.get("dim", 0))
-            ratio = float(st.get("ratio") or 1)
-            new = p if st.get("window") else np.floor((s + p) / ratio) - np.floor(s / ratio)
-            total = total + cnt * dim * new
-    return total
-
 
 def causal_pairs(p, s, window=None):
     """(query, key) pairs when p new tokens follow s cached ones; keys limited to `window` when given."""
@@ -380,20 +351,27 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
 
     # KV: read the cached history once, write the new tokens
     if groups:
-        vals_hist, state = layer_group_kv(groups, s)
-        vals_after, _ = layer_group_kv(groups, s + p)
-        vals_new = layer_group_written(groups, s, p)
+        # the architecture engine sizes the cache exactly as kv-cache does (blocks per entry, windows, ratios, state)
+        gspec = groups_from_model(rec, res, "model")
+        kf, sf = resolve_format(kfmt, "kv_format"), FORMATS["fp32"]
+        s_tok, p_tok = np.rint(s).astype(np.int64), np.rint(p).astype(np.int64)
+        kv_read = kv_sizes(gspec, kf, sf, s_tok).bytes_per_request * b
+        kv_after = kv_sizes(gspec, kf, sf, s_tok + p_tok).bytes_per_request * b
+        kv_write = written_bytes(gspec, kf, sf, s_tok, p_tok) * b
+        vals_hist = None
+        if any(g.state_elements for g in gspec):
+            res.assume("Recurrent state (FP32) is read and written once per step.")
     elif kv_vals_tok is not None:
         vals_hist, vals_after, state = kv_vals_tok * s, kv_vals_tok * (s + p), 0.0
         vals_new = kv_vals_tok * p
-    else:
+    elif not groups:
         per_tok = req.kv_bytes_per_token or 0.0
         vals_hist = vals_after = None
         kv_read = per_tok * s * b
         kv_write = per_tok * p * b
         kv_after = per_tok * (s + p) * b
         state = 0.0
-    if vals_hist is not None:
+    if vals_hist is not None and not groups:
         kv_read = format_bytes(vals_hist, kfmt) * b
         kv_after = format_bytes(vals_after, kfmt) * b
         kv_write = format_bytes(vals_new, kfmt) * b

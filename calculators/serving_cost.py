@@ -37,31 +37,35 @@ from calculators.core import (
     out,
 )
 from calculators.base import Calculator, Chart
-from calculators.roofline import layer_group_kv
-from calculators.weight_memory import Format, format_bytes, format_label
+from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record
+from calculators.formats import FORMATS, FormatField as Format, format_label, resolve_format
+from calculators.specs import hardware_spec, note_scope, usable_memory_bytes
 
 
 class ServingCostRequest(CalcRequest):
     method: Literal["bandwidth", "page"] = Field("bandwidth", description="Which method fills the top-level outputs; both are reported under `methods` when their inputs are known.")
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id (params_total and the KV shape from the store).", examples=["llama-3.1-70b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     params: PosFloat | None = Field(None, description="Parameter count instead of a model id.", examples=[70e9])
     bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] = Field(2.0, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5).")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token per sequence (default: from the model's layer groups at kv_format; 0 with `params`).")
     kv_format: Format = Field("bf16", description="KV value format when the KV size comes from the model.")
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
-    memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory in bytes (80 GB = 80e9).")
+    memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory capacity in bytes (80 GiB = 85899345920; a decimal 80 GB = 80e9).")
     memory_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Device memory bandwidth in B/s.")
     price_per_device_hour_usd: PosFloat = Field(description="Price of one device for one hour, USD.", examples=[8.0])
     target_tokens_per_s: PosFloat = Field(description="Output tokens per second the service must deliver.", examples=[1000])
     batch: PosIntSweep = Field(1, description="Sequences decoded together per replica. Sweepable.", examples=[[1, 16, 64]])
     context_tokens: NonNegIntSweep = Field(0, description="Average tokens in each sequence's KV cache. Sweepable.", examples=[4096])
-    memory_utilization: Fraction = Field(0.9, description="Usable fraction of device memory for weights + KV (> 0).")
+    memory_utilization: Fraction = Field(0.9, description="Usable fraction of device memory for weights + KV (> 0; default 0.9, "
+                                         "vLLM's gpu_memory_utilization, the memory rule of every calculator).")
+    runtime_reserve_bytes: NonNegFloat = Field(0.0, description="Bytes reserved per device on top of that (default 0).")
     bandwidth_efficiency: Fraction = Field(1.0, description="Achieved fraction of memory bandwidth (> 0); 1 = ideal bound.")
 
     @model_validator(mode="after")
     def _check(self):
-        if (self.model is None) == (self.params is None):
-            raise ValueError("give exactly one of model, params")
+        if sum(v is not None for v in (self.model, self.hf_config, self.params)) != 1:
+            raise ValueError("give exactly one of model, model_config, params")
         if self.hardware and (self.memory_per_device_bytes is not None or self.memory_bandwidth_bytes_per_s is not None):
             raise ValueError("give hardware or explicit memory/bandwidth, not both")
         if not self.hardware and self.memory_per_device_bytes is None:
@@ -97,19 +101,19 @@ def page_method(params: float, bits: float, mem_gb: float, price: float, target:
 def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
     rec = None
-    if req.model:
-        rec = fetch(lookup, "model", req.model, "model")
+    if req.model or req.hf_config is not None:
+        rec = model_record(req, lookup, res)
         params = float(fact_value(rec, "params_total", loc="model"))
         res.cite(fact_source(rec, "params_total"))
     else:
         params = float(req.params)
     mem, bw = req.memory_per_device_bytes, req.memory_bandwidth_bytes_per_s
     if req.hardware:
-        hw = fetch(lookup, "hardware", req.hardware, "hardware")
-        mem = float(fact_value(hw, "memory_bytes", loc="hardware"))
-        bw = float(fact_value(hw, "memory_bandwidth_bytes_per_s", loc="hardware"))
-        res.cite(fact_source(hw, "memory_bytes"))
-        res.cite(fact_source(hw, "memory_bandwidth_bytes_per_s"))
+        hw = hardware_spec(lookup, req.hardware, "hardware")
+        note_scope(res, hw)
+        mem = hw.require("memory_bytes", "hardware")
+        bw = hw.require("memory_bandwidth_bytes_per_s", "hardware")
+        hw.cite(res, "memory_bytes", "memory_bandwidth_bytes_per_s")
     x = broadcast({"batch": req.batch, "context_tokens": req.context_tokens})
     b, ctx = x["batch"], x["context_tokens"]
     W = params * req.bytes_per_param
@@ -121,9 +125,10 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             kv_tok = req.kv_bytes_per_token
             kv_seq = kv_tok * ctx
         elif rec is not None and rec.get("layer_groups"):
-            vals, _ = layer_group_kv(rec["layer_groups"], ctx)
-            kv_seq = format_bytes(vals, req.kv_format)
-            kv_tok = float(format_bytes(layer_group_kv(rec["layer_groups"], 1)[0], req.kv_format))
+            gspec = groups_from_model(rec, res, "model")
+            kf = resolve_format(req.kv_format, "kv_format")
+            kv_seq = kv_sizes(gspec, kf, FORMATS["fp32"], np.asarray(ctx, dtype=np.int64)).bytes_per_request
+            kv_tok = float(kv_sizes(gspec, kf, FORMATS["fp32"], np.asarray(1, dtype=np.int64)).bytes_per_request)
             res.assume(f"KV per sequence from {rec.get('id')}'s layer groups in {format_label(req.kv_format)}.")
         else:
             kv_tok, kv_seq = 0.0, 0.0 * ctx
@@ -132,9 +137,9 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             raise CalcInputError("memory_utilization" if req.memory_utilization <= 0 else "bandwidth_efficiency", "must be > 0")
         need = W + b * kv_seq
         res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
-        usable = mem * req.memory_utilization
+        usable = float(usable_memory_bytes(mem, req.memory_utilization, req.runtime_reserve_bytes))
         dev = np.maximum(1.0, np.ceil(need / usable - 1e-12))
-        res.step("devices per replica", "⌈need / (M × utilization)⌉", f"⌈{fmt_bytes(first(need))} / {fmt_bytes(usable)}⌉", dev, "devices")
+        res.step("devices per replica", "⌈need / (M × utilization − reserve)⌉", f"⌈{fmt_bytes(first(need))} / {fmt_bytes(usable)}⌉", dev, "devices")
         step = need / (dev * bw * req.bandwidth_efficiency)
         res.step("decode step", "t = (W + batch × KV) / (devices × bandwidth)", f"{fmt_bytes(first(need))} / ({num(first(dev))} × {num(bw / 1e9)} GB/s)", step, "s")
         tps = res.step("tokens/s per replica", "batch / t", f"{num(first(b))} / {num(first(step))} s", b / step, "tok/s")
