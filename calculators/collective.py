@@ -138,20 +138,32 @@ def resolve_link(lookup: Lookup, res: Result, link_id: str | None, alpha, bw, lo
                  alpha_loc: str = "alpha_s", need_alpha: bool = False):
     """α and one-way bandwidth from explicit numbers, else from a link record (cited).
 
-    Returns (alpha, bandwidth); either may be None when neither the request nor the record gives it.
-    """
+    Returns (alpha, bandwidth); either may be None when neither the request nor the record gives it. The α used
+    is echoed in the inputs as `latency_s` with where it came from, and a link without a sourced latency says so
+    loudly in the assumptions: α = 0 is never silent."""
     if link_id is None:
-        return alpha, bw
-    rec = fetch(lookup, "link", link_id, loc)
-    if bw is None:
-        bw = fact_value(rec, "one_way_bytes_per_s", loc=loc)
-        res.cite(fact_source(rec, "one_way_bytes_per_s"))
-    if alpha is None:
-        alpha = fact_value(rec, "latency_s", required=False)
         if alpha is not None:
-            res.cite(fact_source(rec, "latency_s"))
-        elif need_alpha:
-            raise CalcInputError(alpha_loc, f"link {link_id!r} has no sourced latency_s; give {alpha_loc} explicitly")
+            res.inputs["latency_s"] = {"value": alpha, "basis": "given in the request"}
+        return alpha, bw
+    link = link_spec(lookup, link_id, loc)
+    if bw is None:
+        if link.one_way_bytes_per_s is None:
+            raise CalcInputError(loc, f"link {link_id!r} has no sourced one_way_bytes_per_s")
+        bw = link.one_way_bytes_per_s
+        res.cite(link.provenance["one_way_bytes_per_s"])
+    if alpha is not None:
+        res.inputs["latency_s"] = {"value": alpha, "basis": "given in the request"}
+    elif link.latency_s is not None:
+        alpha = link.latency_s
+        prov = link.provenance["latency_s"]
+        res.cite(prov)
+        res.inputs["latency_s"] = {"value": alpha, "basis": f"sourced on link {link.id}", "source": prov.get("source"),
+                                   "locator": prov.get("locator")}
+    elif need_alpha:
+        raise CalcInputError(alpha_loc, f"link {link_id!r} has no sourced latency_s; give {alpha_loc} explicitly")
+    else:
+        res.inputs["latency_s"] = {"value": 0.0, "basis": f"ASSUMED: link {link.id} has no sourced latency"}
+        res.assume(alpha_assumption(link, alpha_loc))
     return alpha, bw
 
 
@@ -359,13 +371,14 @@ def _rate(lookup: Lookup, res: Result, r: Rate, loc) -> tuple[float, float | Non
     if r.bits_per_s is not None:  # may underflow to 0 for denormal input: numpy turns x / 0 into inf, not an exception
         return np.float64(r.bits_per_s) / 8.0, None
     if r.link is not None:
-        rec = fetch(lookup, "link", r.link, ".".join(map(str, loc + ("link",))))
-        v = fact_value(rec, "one_way_bytes_per_s", loc=".".join(map(str, loc + ("link",))))
-        res.cite(fact_source(rec, "one_way_bytes_per_s"))
-        lat = fact_value(rec, "latency_s", required=False)
-        if lat is not None:
-            res.cite(fact_source(rec, "latency_s"))
-        return np.float64(v), lat
+        where = ".".join(map(str, loc + ("link",)))
+        link = link_spec(lookup, r.link, where)
+        if link.one_way_bytes_per_s is None:
+            raise CalcInputError(where, f"link {r.link!r} has no sourced one_way_bytes_per_s")
+        res.cite(link.provenance["one_way_bytes_per_s"])
+        if link.latency_s is not None:
+            res.cite(link.provenance["latency_s"])
+        return np.float64(link.one_way_bytes_per_s), link.latency_s
     return np.float64(np.inf), None
 
 
@@ -574,6 +587,7 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
 # Imported last: parallel_split and tp_overhead import helpers from this module, and the registry imports
 # them while loading; by now every helper above exists, so any import order works.
 from calculators.base import Calculator, Chart  # noqa: E402
+from calculators.specs import alpha_assumption, link_spec  # noqa: E402
 
 CALCULATORS = [
     Calculator(
