@@ -23,7 +23,7 @@ from calculators.core import (
 from calculators.base import Calculator, Chart
 from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes
 from calculators.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format
-from calculators.specs import alpha_assumption, explain_memory_rule, hardware_spec, link_spec, note_scope
+from calculators.specs import explain_memory_rule, hardware_spec, note_scope
 from calculators.collective import collective_cost, resolve_link
 
 DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0}
@@ -194,10 +194,10 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     if alpha is None:
         alpha = 0.0
         if any(t > 1 for t in tp_list):
-            res.assume(alpha_assumption(link_spec(lookup, req.interconnect, "interconnect"), "link_alpha_s")
-                       if req.interconnect else "α NOT GIVEN: no link_alpha_s and no interconnect id, so α = 0 s — "
-                       "communication time is a lower bound. Give `link_alpha_s` or an `interconnect` id.")
-    res.inputs["latency_s"] = alpha
+            if not req.interconnect:
+                res.inputs["latency_s"] = {"value": 0.0, "basis": "ASSUMED: no link_alpha_s and no interconnect"}
+                res.assume("α NOT GIVEN: no link_alpha_s and no interconnect id, so α = 0 s — communication time is "
+                           "a lower bound. Give `link_alpha_s` or an `interconnect` id.")
     step_tokens = req.step_tokens or req.batch
     M = req.message_bytes
     if M is None:
