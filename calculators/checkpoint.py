@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from calculators.core import (
+    CalcInputError,
     CalcRequest,
     Lookup,
     NonNegFloat,
@@ -21,13 +22,13 @@ from calculators.core import (
     broadcast,
     fact_source,
     fact_value,
-    fetch,
     first,
     fmt_bytes,
     fmt_s,
     num,
     out,
 )
+from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.base import Calculator, Chart
 
 #: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
@@ -39,6 +40,7 @@ StateBytes = Annotated[float, Field(gt=0, le=1024, allow_inf_nan=False)]
 
 class CheckpointRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (params_total).", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     params: PosFloatSweep | None = Field(None, description="Parameter count. Sweepable.", examples=[8e9])
     weight_bytes_per_param: ByteCount = Field(2.0, description="Working weights (BF16 = 2).")
     master_bytes_per_param: ByteCount = Field(4.0, description="FP32 master weights (0 = none).")
@@ -52,18 +54,29 @@ class CheckpointRequest(CalcRequest):
     interval_s: PosFloatSweep | None = Field(None, description="Time between checkpoints. Sweepable.", examples=[600])
     mtbf_s: PosFloatSweep | None = Field(None, description="Mean time between failures of the whole job, seconds. Sweepable.", examples=[86400])
 
+    @field_validator("hf_config")
+    @classmethod
+    def _not_both(cls, v, info: ValidationInfo):
+        if v is not None and info.data.get("model") is not None:
+            raise ValueError("give `model` (an id) or `model_config` (a config.json), not both")
+        return v
+
     @model_validator(mode="after")
     def _check(self):
-        if (self.model is None) == (self.params is None):
-            raise ValueError("give exactly one of model, params")
+        given = [k for k in ("model", "hf_config", "params") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of model, model_config, params")
         return self
 
 
 def compute(req: CheckpointRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
-    if req.model:
-        rec = fetch(lookup, "model", req.model, "model")
-        params = float(fact_value(rec, "params_total", loc="model"))
+    if req.model is not None or req.hf_config is not None:
+        rec = model_record(req, lookup, res)
+        if req.hf_config is not None and "params_total" not in rec:
+            raise CalcInputError("model_config", f"attention '{rec.get('attention')}' has no parameter ledger here, so the "
+                                 "config gives no parameter count: give `params` instead")
+        params = float(fact_value(rec, "params_total", loc="model" if req.model is not None else "model_config"))
         res.cite(fact_source(rec, "params_total"))
     else:
         params = req.params

@@ -40,7 +40,8 @@ class KVEvictionRequest(CalcRequest):
     """A context of `tokens` tokens cached under an eviction budget."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id.", examples=["llama-3.1-8b"])
-    architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model`.")
+    hf_config: dict | None = MODEL_CONFIG_FIELD
+    architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model` / `model_config`.")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token of full history, instead of a model.")
     kv_format: FormatField = Field("bf16", description="Cache format (as in kv-cache).")
     state_dtype: FormatField = Field("fp32", description="Recurrent state format (as in kv-cache).")

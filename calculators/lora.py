@@ -15,8 +15,9 @@ from pydantic import Field
 
 from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloatSweep, PosInt,
-    PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num, out,
+    PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num, out,
 )
+from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.core import quiet
 from calculators.base import Calculator, Chart
 
@@ -70,10 +71,11 @@ class Schedule(CalcRequest):
 
 
 class LoraRequest(CalcRequest):
-    """Adapters on a shared base: give `model` (store id) or explicit `layers` + `modules`."""
+    """Adapters on a shared base: give `model` (store id), `model_config` (a config.json) or explicit `layers` + `modules`."""
 
     model: str | None = Field(None, min_length=1, max_length=200, description="Model id in the store (e.g. qwen3-8b); its projections are "
                               "derived from hidden_size, heads, kv_heads, head_dim and ffn_size.", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     layers: Annotated[int, Field(ge=1, le=10_000)] | None = Field(None, description="Transformer layers (with explicit modules).", examples=[36])
     modules: list[Module] | None = Field(None, max_length=64, description="Explicit projections per layer (instead of model).")
     rank: PosIntSweep = Field(description="LoRA rank r. Sweepable.", examples=[16])
@@ -95,12 +97,13 @@ class LoraRequest(CalcRequest):
 
 
 def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[tuple[str, int, int]]]:
-    if req.model is not None:
+    if req.model is not None or req.hf_config is not None:
         if req.modules is not None or req.layers is not None:
             raise CalcInputError("modules" if req.modules is not None else "layers",
-                                 "give model or explicit layers + modules, not both")
-        rec = fetch(lookup, "model", req.model, "model")
-        layers = int(fact_value(rec, "layers", loc="model"))
+                                 "give model (or model_config) or explicit layers + modules, not both")
+        rec = model_record(req, lookup, res)
+        src = "model" if req.model is not None else "model_config"
+        layers = int(fact_value(rec, "layers", loc=src))
         res.cite(fact_source(rec, "layers"))
         wanted = req.target_modules or list(MODEL_MODULES)
         needed = {"hidden_size", "heads", "kv_heads", "head_dim"}
@@ -110,7 +113,7 @@ def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[t
         for key in sorted(needed):
             v = fact_value(rec, key, required=False)
             if v is None:
-                raise CalcInputError("target_modules", f"{req.model} has no sourced {key}"
+                raise CalcInputError("target_modules", f"{rec.get('id', src)} has no sourced {key}"
                                      + (" (an MoE model has no dense FFN; target attention modules)" if key == "ffn_size" else ""))
             facts[key] = int(v)
             res.cite(fact_source(rec, key))
@@ -122,7 +125,7 @@ def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[t
             mods.append((name, d_in, d_out))
         return layers, mods
     if req.modules is None or req.layers is None:
-        raise CalcInputError("model" if req.modules is None else "layers", "give model, or layers and modules")
+        raise CalcInputError("model" if req.modules is None else "layers", "give model, model_config, or layers and modules")
     names = [m.name for m in req.modules]
     for i, n in enumerate(names):
         if n in names[:i]:

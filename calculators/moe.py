@@ -22,9 +22,10 @@ from pydantic import Field
 
 from calculators.core import (
     GIB, MIB, CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
-    PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_s, num,
+    PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num,
     out,
 )
+from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.base import Calculator, Chart
 
 
@@ -51,9 +52,10 @@ RankCount = Annotated[int, Field(ge=1, le=10**6)]
 ValueBytes = Annotated[float, Field(gt=0, le=64, allow_inf_nan=False)]
 
 class ExpertSpec(CalcRequest):
-    """Fields that describe the experts; a `model` id fills the ones not given."""
+    """Fields that describe the experts; a `model` id (or a `model_config`) fills the ones not given."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (e.g. `qwen3-235b-a22b`); explicit fields below override its facts.", examples=["qwen3-235b-a22b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     expert_hidden_size: Width | None = Field(None, description="Width an expert reads and writes (usually the model's hidden size; Kimi K3 routes in a 3,584-wide latent).", examples=[4096])
     expert_ffn_size: Width | None = Field(None, description="Intermediate width of one expert (moe_intermediate_size).", examples=[1536])
     experts: ExpertCount | None = Field(None, description="Routed experts per MoE layer (E).", examples=[128])
@@ -65,16 +67,18 @@ class ExpertSpec(CalcRequest):
 
 
 def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
-    rec = fetch(lookup, "model", req.model, "model") if req.model else None
+    rec = model_record(req, lookup, res, required=False)
+    src = "model" if req.model is not None else "model_config"
+    label = req.model if req.model is not None else (rec or {}).get("name", src)
     if rec is not None and not isinstance(rec.get("moe"), dict):
-        raise CalcInputError("model", f"{req.model} is not a mixture-of-experts model (no moe facts)")
+        raise CalcInputError(src, f"{label} is not a mixture-of-experts model (no moe facts)")
 
     def pick(name: str, given, path: tuple[str, ...], required: bool = True):
         if given is not None:
             return given
         if rec is None:
             if required:
-                raise CalcInputError(name, "give this field or a `model` id")
+                raise CalcInputError(name, "give this field, a `model` id or a `model_config`")
             return None
         v = fact_value(rec, *path, required=required, loc=name)
         if v is not None:
@@ -99,7 +103,7 @@ def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
             if dense:
                 res.cite(fact_source(rec, "moe", "dense_layers"))
             if layers < 1:
-                raise CalcInputError("moe_layers", f"{req.model} has no MoE layers")
+                raise CalcInputError("moe_layers", f"{label} has no MoE layers")
     params = req.matrices_per_expert * h * f
     return {"h": h, "f": f, "E": e, "k": k, "shared": s, "layers": layers, "params": params,
             "bytes": params * req.weight_bytes_per_param}

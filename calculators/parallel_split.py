@@ -22,11 +22,10 @@ from calculators.core import (
 )
 from calculators.base import Calculator, Chart
 from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes
-from calculators.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format
+from calculators.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
 from calculators.specs import explain_memory_rule, hardware_spec, note_scope
 from calculators.collective import collective_cost, resolve_link
 
-DTYPE_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0}
 TERMS = ("memory", "compute", "communication", "handoff")
 
 
@@ -157,7 +156,11 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
             raise CalcInputError("weight_bytes", "give weight_bytes or a model id")
         params = fact_value(rec, "params_total", loc="model")
         res.cite(fact_source(rec, "params_total"))
-        bpp = req.weight_bytes_per_param or DTYPE_BYTES.get(str(rec.get("weight_dtype", "")).lower())
+        shipped = shipped_weight_formats(rec.get("weight_dtype"))
+        bpp = req.weight_bytes_per_param
+        if bpp is None and shipped is not None and not shipped.components:
+            bpp = shipped.main.effective_bits / 8
+            res.assume(f"Weight format: as published, {shipped.label} ({num(bpp)} B/param); pass weight_bytes_per_param to change it.")
         if bpp is None:  # a mixed published format (MXFP4 experts beside BF16 …): the engine counts it per component
             W = model_weight_bytes(rec, None, res, "weight_bytes_per_param")
         else:

@@ -61,7 +61,8 @@ class PrefixCacheRequest(CalcRequest):
     """A shared prefix reused by `requests` requests."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id (KV layout, parameters, heads).", examples=["llama-3.1-70b"])
-    architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model`.")
+    hf_config: dict | None = MODEL_CONFIG_FIELD
+    architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model` / `model_config`.")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per prefix token, instead of a model.", examples=[327680])
     kv_format: FormatField = Field("bf16", description="Cache format (as in kv-cache).", examples=["fp16"])
     state_dtype: FormatField = Field("fp32", description="Recurrent state format (as in kv-cache).")
@@ -119,7 +120,7 @@ def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
     groups, fmt, rec = kv_source(req, lookup, res, required=False)
     if groups is None and req.params is None and req.prefill_flops_per_token is None and req.price_per_mtok is None \
             and req.state_checkpoint_interval_tokens is None:
-        raise CalcInputError("model", "give a KV source (`model`, `architecture`, `kv_bytes_per_token`), prefill FLOPs "
+        raise CalcInputError("model", "give a KV source (`model`, `model_config`, `architecture`, `kv_bytes_per_token`), prefill FLOPs "
                              "(`params`, `prefill_flops_per_token`) or `price_per_mtok`")
     if req.prefill_tokens_per_s is not None and req.prefill_flop_per_s is not None:
         raise CalcInputError("prefill_flop_per_s", "give either `prefill_tokens_per_s` or `prefill_flop_per_s`, not both")

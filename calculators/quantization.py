@@ -17,6 +17,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
+from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resolve_format
 from calculators.core import (
     CalcInputError,
@@ -31,7 +32,6 @@ from calculators.core import (
     broadcast,
     fact_source,
     fact_value,
-    fetch,
     first,
     fmt_bytes,
     num,
@@ -58,13 +58,15 @@ class Tensor(CalcRequest):
 
 
 class QuantizationRequest(CalcRequest):
-    """Bytes of `values` values (or a `shape`, a model's parameters, or a list of tensors) in a format."""
+    """Bytes of `values` values (or a `shape`, a model's parameters — `model` or `model_config` —, or a list of tensors) in a format."""
 
     values: NonNegIntSweep | None = Field(None, description="Number of values (elements). Sweepable.", examples=[50_331_648])
     shape: Annotated[list[PosInt], Field(min_length=1, max_length=8)] | None = Field(
         None, description="Tensor shape instead of `values`; its last dimension is the row length.", examples=[[12288, 4096]])
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id: its parameter count is the number of values.", examples=["llama-3.1-70b"])
-    params: Literal["total", "active"] = Field("total", description="With `model`: all parameters or those active per token.")
+    hf_config: dict | None = MODEL_CONFIG_FIELD
+    params: Literal["total", "active"] = Field("total", description="With `model` or `model_config`: all parameters or those "
+                                               "active per token (from a config.json: counted from its shapes).")
     row_length: PosInt | None = Field(None, description="Values per row (scale blocks never span rows). Default: last dim of `shape`, else none.")
     format: FormatField = Field("bf16", description="Storage format: a name (see the description) or {bits_per_value, group_size, "
                                 "scale_bytes_per_group, tensor_scale_bytes, outlier_fraction, bits_per_outlier}.", examples=["q4_0"])
@@ -123,10 +125,11 @@ def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
     fmt = resolve_format(req.format, "format")
     ref = resolve_format(req.reference_format, "reference_format")
-    given = [k for k in ("values", "shape", "model", "tensors") if getattr(req, k) is not None]
+    given = [k for k in ("values", "shape", "model", "model_config", "tensors")
+             if getattr(req, "hf_config" if k == "model_config" else k) is not None]
     if len(given) != 1:
         raise CalcInputError(given[1] if len(given) > 1 else "values",
-                             "give exactly one of `values`, `shape`, `model` or `tensors`")
+                             "give exactly one of `values`, `shape`, `model`, `model_config` or `tensors`")
     res.step("format", "effective bits = bits + 8 × scale bytes / group + outlier fraction × outlier bits",
              fmt.describe(), fmt.effective_bits, "bit/value")
     res.assume(f"Layout of {fmt.name}: {fmt.layout}.")
@@ -141,12 +144,17 @@ def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
             raise CalcInputError("shape", "more than 1e18 values")
         row = row or req.shape[-1]
         res.step("values", "n = product of the shape", " × ".join(num(d) for d in req.shape), values, "values")
-    elif req.model is not None:
-        rec = fetch(lookup, "model", req.model, "model")
+    elif req.model is not None or req.hf_config is not None:
+        rec = model_record(req, lookup, res)
+        src = "model" if req.model is not None else "model_config"
         key = "params_total" if req.params == "total" else "params_active"
-        values = np.asarray(float(fact_value(rec, key, loc="model")))
+        if req.hf_config is not None and key not in rec:
+            raise CalcInputError("model_config", f"attention '{rec.get('attention')}' has no parameter ledger here, so the "
+                                 "config gives no parameter count: give `values` instead")
+        values = np.asarray(float(fact_value(rec, key, loc=src)))
         res.cite(fact_source(rec, key))
-        res.step("values", f"n = {key} of {req.model}", num(float(values)), values, "values")
+        res.step("values", f"n = {key} of {req.model if req.model is not None else rec.get('name', src)}",
+                 num(float(values)), values, "values")
         res.assume("A model's parameter count is sized as if every tensor used the one format; real checkpoints keep "
                    "embeddings, norms or attention in higher precision — list them with `tensors` for that.")
     else:

@@ -42,7 +42,7 @@ from calculators.core import (
 from calculators.base import Calculator, Chart
 from calculators.specs import hardware_spec, note_scope
 from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, written_bytes
-from calculators.formats import FORMATS, resolve_format
+from calculators.formats import FORMATS, resolve_format, shipped_weight_formats
 from calculators.weight_memory import (
     Architecture,
     Format,
@@ -147,7 +147,8 @@ class RooflineRequest(CalcRequest):
     segments: list[PosInt] | None = Field(None, max_length=10000, description="Prefill only: packed documents with separate causal masks (replaces `tokens`).")
     batch: PosIntSweep = Field(1, description="Sequences in the step. Sweepable.", examples=[1])
     context_tokens: NonNegIntSweep = Field(0, description="Tokens already in each sequence's KV cache before the step. Sweepable.")
-    weight_format: Format = Field("bf16", description="Storage format of the weights (bytes read per step).")
+    weight_format: Format | None = Field(None, description="Storage format of the weights (bytes read per step). Default: the "
+                                         "model's published format (per component for mixed formats), else bf16.")
     kv_format: Format = Field("bf16", description="Storage format of KV cache values.")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token (with `params`, which has no shapes).")
     include_lm_head: bool = Field(True, description="Count the output projection (decode: every token; prefill: last position only).")
@@ -277,8 +278,14 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         pairs_seq = None
     b = x["batch"]
     n_tok = p * b
-    wfmt, kfmt = req.weight_format, req.kv_format
+    kfmt = req.kv_format
     arch, rec = resolve_arch(req, lookup, res)
+    shipped = shipped_weight_formats((rec or {}).get("weight_dtype")) if req.weight_format is None else None
+    wfmt = req.weight_format if req.weight_format is not None else (shipped.main if shipped else "bf16")
+    if req.weight_format is None:
+        res.assume(f"Weight format: as published, {shipped.label} ({shipped.note}); pass `weight_format` to change it."
+                   if shipped else "Weight format: bf16 (no published format known); pass `weight_format` to change it.")
+    expert_fmt = shipped.for_component("routed_experts") if shipped else wfmt
     o: dict = {}
     groups = (rec or {}).get("layer_groups") if rec else None
     if arch is not None:
@@ -314,7 +321,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         w_bytes = float(format_bytes(non_expert, wfmt)) + 0.0 * n_tok
         if arch.experts:
             touched = arch.experts * (1.0 - (1.0 - arch.top_k / arch.experts) ** n_tok)
-            exp_bytes = touched * arch.moe_layers * float(format_bytes(led["per_layer"]["expert"], wfmt))
+            exp_bytes = touched * arch.moe_layers * float(format_bytes(led["per_layer"]["expert"], expert_fmt))
             w_bytes = w_bytes + exp_bytes
             o["experts_touched_per_layer"] = out(touched)
             res.assume("MoE: with uniform routing a step touches E·(1 − (1 − k/E)^tokens) distinct experts per layer; only those are read.")

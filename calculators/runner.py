@@ -154,6 +154,9 @@ def _with_source_titles(lookup: Lookup, sources: list[dict]) -> list[dict]:
 def envelope(calc: Calculator, request: BaseModel, result: Result, lookup: Lookup) -> dict:
     """The DESIGN's calculator envelope for a computed result."""
     inputs = dict(result.inputs)
+    config = inputs.pop("hf_config", None)       # the attribute pydantic lets us use; users write `model_config`
+    if config is not None:
+        inputs["model_config"] = config
     inputs["sources"] = _with_source_titles(lookup, result.sources)
     return {
         "calculator": calc.name,
@@ -162,7 +165,7 @@ def envelope(calc: Calculator, request: BaseModel, result: Result, lookup: Looku
         "steps": [s.as_dict() for s in result.steps],
         "assumptions": result.assumptions,
         "cases": case_refs(lookup, calc.cases),
-        "explanation_url": calculator_url(calc.name, request.model_dump(mode="json", exclude_unset=True)),
+        "explanation_url": calculator_url(calc.name, request.model_dump(mode="json", exclude_unset=True, by_alias=True)),
     }
 
 

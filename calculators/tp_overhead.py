@@ -15,8 +15,9 @@ from pydantic import Field
 
 from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt, PosIntSweep,
-    Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
+from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.base import Calculator, Chart
 # After the registry: importing it first lets it load every family (collective included) before we do.
 from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve_link
@@ -26,6 +27,7 @@ class TpOverheadRequest(CalcRequest):
     """All-reduce cost of tensor parallelism for one forward pass over `tokens`."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id supplying hidden_size and layers.", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     hidden_size: Annotated[int, Field(ge=1, le=10**7)] | None = Field(None, description="Hidden size d (values per token row); overrides the model.", examples=[4096])
     layers: Annotated[int, Field(ge=1, le=100_000)] | None = Field(None, description="Transformer layers; overrides the model.", examples=[36])
     tokens: PosIntSweep = Field(description="Tokens in the step whose activations are reduced: the batch for decode (1 token each), "
@@ -44,18 +46,19 @@ class TpOverheadRequest(CalcRequest):
 def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     hidden, layers = req.hidden_size, req.layers
-    if req.model is not None:
-        rec = fetch(lookup, "model", req.model, "model")
+    rec = model_record(req, lookup, res, required=False)
+    if rec is not None:
+        src = "model" if req.model is not None else "model_config"
         if hidden is None:
-            hidden = fact_value(rec, "hidden_size", loc="model")
+            hidden = fact_value(rec, "hidden_size", loc=src)
             res.cite(fact_source(rec, "hidden_size"))
         if layers is None:
-            layers = fact_value(rec, "layers", loc="model")
+            layers = fact_value(rec, "layers", loc=src)
             res.cite(fact_source(rec, "layers"))
     if hidden is None:
-        raise CalcInputError("hidden_size", "give hidden_size or a model id")
+        raise CalcInputError("hidden_size", "give hidden_size, a model id or a model_config")
     if layers is None:
-        raise CalcInputError("layers", "give layers or a model id")
+        raise CalcInputError("layers", "give layers, a model id or a model_config")
     alpha, bw = resolve_link(lookup, res, req.link, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
                              alpha_loc="link_alpha_s", need_alpha=False)
     no_alpha = alpha is None

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from calculators.core import (
     CalcInputError,
@@ -31,6 +31,7 @@ from calculators.core import (
     num,
     out,
 )
+from calculators.architecture import MODEL_CONFIG_FIELD
 from calculators.base import Calculator, Chart
 from calculators.roofline import hardware_rates
 from calculators.weight_memory import Architecture, ledger, resolve_arch
@@ -47,6 +48,7 @@ class AttentionShape(CalcRequest):
 
 class TrainingComputeRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
     architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="N: matrix parameters used per token (MoE: active). Sweepable.", examples=[8e9])
     tokens: PosFloatSweep | None = Field(None, description="D: training tokens (without it only per-token FLOPs are given). Sweepable.", examples=[100e9])
@@ -64,13 +66,20 @@ class TrainingComputeRequest(CalcRequest):
     tokens_per_s: PosFloatSweep | None = Field(None, description="A measured training throughput for all devices (instead of peak × MFU). Sweepable.")
     target_s: PosFloatSweep | None = Field(None, description="A deadline in seconds: the effective FLOP/s each device must sustain. Sweepable.")
 
+    @field_validator("hf_config")
+    @classmethod
+    def _not_both(cls, v, info: ValidationInfo):
+        if v is not None and info.data.get("model") is not None:
+            raise ValueError("give `model` (an id) or `model_config` (a config.json), not both")
+        return v
+
     @model_validator(mode="after")
     def _check(self):
-        given = [k for k in ("model", "architecture", "params") if getattr(self, k) is not None]
+        given = [k for k in ("model", "hf_config", "architecture", "params") if getattr(self, k) is not None]
         if len(given) > 1:
-            raise ValueError("give at most one of model, architecture, params")
+            raise ValueError("give at most one of model, model_config, architecture, params")
         if not given and self.gpu_hours is None and (self.tokens is None or self.tokens_per_s is None):
-            raise ValueError("give model, architecture or params (or a gpu_hours budget, or tokens with tokens_per_s)")
+            raise ValueError("give model, model_config, architecture or params (or a gpu_hours budget, or tokens with tokens_per_s)")
         if self.hardware and self.peak_flop_per_s is not None:
             raise ValueError("give hardware or peak_flop_per_s, not both")
         if self.gpu_hours is not None and self.tokens_per_s is not None:
@@ -94,7 +103,7 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
     dev = x["devices"]
     factor = 8.0 / 6.0 if req.recompute == "full" else 1.0
     flops_total = None
-    has_model = req.model is not None or req.architecture is not None or req.params is not None
+    has_model = any(v is not None for v in (req.model, req.hf_config, req.architecture, req.params))
     if has_model:
         attn_shape = None
         if req.params is not None:
@@ -106,7 +115,10 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
         else:
             arch, rec = resolve_arch(req, lookup, res)
             if arch is None:
-                N = np.asarray(float(fact_value(rec, "params_active", loc="model"))) + 0.0 * D
+                if req.hf_config is not None and "params_active" not in rec:
+                    raise CalcInputError("model_config", f"attention '{rec.get('attention')}' has no parameter ledger here, so the "
+                                         "config gives no parameter count: give `params` (and `attention`) instead")
+                N = np.asarray(float(fact_value(rec, "params_active", loc="model" if req.model is not None else "model_config"))) + 0.0 * D
                 res.cite(fact_source(rec, "params_active"))
                 res.assume(f"{rec.get('id')}: attention '{rec.get('attention')}' is not itemised; N is the stored active "
                            "parameter count (a label, embeddings included).")
