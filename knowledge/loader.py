@@ -20,8 +20,46 @@ except AttributeError:  # pragma: no cover
     _Base = yaml.SafeLoader
 
 
+class DuplicateKeys(ValueError):
+    """A data file repeats a key inside one mapping (YAML would silently keep the last value)."""
+
+    def __init__(self, filename: str, found: list[tuple[str, str, int]]):
+        self.filename = filename
+        self.found = found  # (record id or "-", key, 1-based line)
+        super().__init__("; ".join(f"{filename}: {rec}: {key}: duplicate key (line {line})" for rec, key, line in found))
+
+
 class _Loader(_Base):  # type: ignore[misc, valid-type]
-    """Safe loader that also reads YAML 1.2 floats such as `80.0e9` (PyYAML wants `80.0e+9`)."""
+    """Safe loader that reads YAML 1.2 floats such as `80.0e9` (PyYAML wants `80.0e+9`) and
+    notes every key repeated within one mapping instead of letting the last one win silently."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self.duplicates: list[tuple[int, str]] = []  # (0-based line, key)
+        self.spans: list[tuple[int, int, str]] = []  # (first line, last line, id) of mappings with an id
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[no-untyped-def]
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    self.duplicates.append((key_node.start_mark.line, str(key)))
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base constructor reports it
+                pass
+            if key in ("id", "slug") and isinstance(key_node, yaml.ScalarNode):
+                ident = next((v.value for k, v in node.value if k is key_node), None)
+                if isinstance(ident, str):
+                    self.spans.append((node.start_mark.line, node.end_mark.line, ident))
+        return super().construct_mapping(node, deep=deep)
+
+    def record_at(self, line: int) -> str:
+        """The id of the widest mapping with an id around `line` (the record), or "-"."""
+        around = [s for s in self.spans if s[0] <= line <= s[1]]
+        return max(around, key=lambda s: s[1] - s[0])[2] if around else "-"
 
 
 _Loader.add_implicit_resolver(
@@ -60,9 +98,18 @@ class Catalog:
         return self.origin.get(id(record), "?")
 
 
-def load_yaml(path: Path) -> list:
+def load_yaml(path: Path, name: str | None = None) -> list:
+    """One data file's content; raises DuplicateKeys (named `name`, default the file name) when a
+    mapping repeats a key."""
     with path.open(encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=_Loader)
+        loader = _Loader(fh)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
+    if loader.duplicates:
+        raise DuplicateKeys(name or path.name, [(loader.record_at(line), key, line + 1)
+                                                for line, key in sorted(loader.duplicates)])
     return data or []
 
 
@@ -71,7 +118,7 @@ def load_catalog(data_dir: Path = DATA_DIR) -> Catalog:
     for kind, pattern in FILES.items():
         rows: list[dict] = []
         for path in sorted(data_dir.glob(pattern)):
-            content = load_yaml(path)
+            content = load_yaml(path, str(path.relative_to(data_dir)))
             if not isinstance(content, list):
                 raise ValueError(f"{path.relative_to(data_dir)}: top level must be a list of records")
             for rec in content:

@@ -1,42 +1,119 @@
-"""SQLModel tables of the store, one class per table of `migrations/` (a test checks they agree).
+"""SQLModel tables of the store, derived from the typed records (a test checks they match `migrations/`).
 
-`doc` is the full record as JSON text (with per-field provenance); the other columns exist for
-filtering and sorting in SQL.
+A record table is declared once, as the list of record fields (or properties) that become columns:
+the column's type comes from the record's annotation (a fact stores its value: a float, an int for a
+count) and its value from the typed record, so adding a sortable column is one name here plus a
+migration. `doc` is the full record as JSON text (with per-field provenance); the other columns exist
+for filtering and sorting in SQL.
 """
 from __future__ import annotations
 
-from typing import Optional
+import json
+import types
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, ClassVar, Iterator, Literal, Optional, Union, get_args, get_origin, get_type_hints
 
+from pydantic import BaseModel
 from sqlmodel import Field, SQLModel
 
-
-class Source(SQLModel, table=True):
-    __tablename__ = "source"
-    id: str = Field(primary_key=True)
-    title: str
-    url: str
-    kind: Optional[str] = None
-    publisher: Optional[str] = None
-    date: Optional[str] = None
-    accessed: Optional[str] = None
-    doc: str
+from knowledge import records as R
 
 
-class Hardware(SQLModel, table=True):
-    __tablename__ = "hardware"
-    id: str = Field(primary_key=True)
+@dataclass(frozen=True)
+class Column:
+    """One store column: its name, Python type and how to read it from a typed record."""
+
     name: str
-    vendor: Optional[str] = None
-    architecture: Optional[str] = None
-    form_factor: Optional[str] = None
-    scope: Optional[str] = None
-    memory_bytes: Optional[float] = None
-    memory_bandwidth_bytes_per_s: Optional[float] = None
-    power_w: Optional[float] = None
-    doc: str
+    type: type
+    extract: Callable[[Any], Any]
+
+
+def scalar_type(annotation: Any) -> type:
+    """The column type of a record annotation: Optional/Annotated unwrapped, a Literal of text is
+    str, a fact is float (int for a CountFact)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return scalar_type(get_args(annotation)[0])
+    if origin in (Union, types.UnionType):
+        return scalar_type(next(a for a in get_args(annotation) if a is not type(None)))
+    if origin is Literal:
+        return type(get_args(annotation)[0])
+    if isinstance(annotation, type) and issubclass(annotation, R.Fact):
+        return int if issubclass(annotation, R.CountFact) else float
+    if annotation in (str, int, float, bool):
+        return annotation
+    raise TypeError(f"no column type for {annotation!r}")
+
+
+def _plain(value: Any, typ: type) -> Any:
+    if isinstance(value, R.Fact):
+        value = value.value
+    return None if value is None else typ(value)
+
+
+def field_column(record: type[BaseModel], name: str) -> Column:
+    """A column read from the record field (or property) of the same name."""
+    if name in record.model_fields:
+        typ = scalar_type(record.model_fields[name].annotation)
+    else:
+        typ = scalar_type(get_type_hints(getattr(record, name).fget)["return"])
+    return Column(name, typ, lambda rec: _plain(getattr(rec, name), typ))
+
+
+class RecordTable(SQLModel):
+    """A table of one record kind: its columns and the JSON `doc` of each record."""
+
+    columns: ClassVar[tuple[Column, ...]] = ()
+
+    @classmethod
+    def row(cls, raw: dict, rec: BaseModel) -> dict[str, Any]:
+        """The row of one record: every declared column from the typed record, `doc` from the raw one."""
+        row = {c.name: c.extract(rec) for c in cls.columns}
+        row["doc"] = json.dumps(raw, ensure_ascii=False, default=str)
+        return row
+
+
+def record_table(class_name: str, table: str, record: type[BaseModel], *columns: str | Column) -> type[RecordTable]:
+    """A SQLModel table class for `record`: the first column is the primary key, `doc` comes last."""
+    cols = tuple(c if isinstance(c, Column) else field_column(record, c) for c in columns)
+    annotations: dict[str, Any] = {}
+    namespace: dict[str, Any] = {"__tablename__": table, "__module__": __name__, "columns": cols,
+                                 "__doc__": f"Store table `{table}`: columns of {record.__name__} records, and `doc`."}
+    for i, c in enumerate(cols):
+        annotations[c.name] = c.type if i == 0 else Optional[c.type]
+        namespace[c.name] = Field(primary_key=True) if i == 0 else None
+    annotations["doc"] = str
+    namespace["__annotations__"] = annotations
+    return type(class_name, (RecordTable,), namespace, table=True)  # type: ignore[call-arg]
+
+
+def _chapters(case: R.Case) -> str:
+    return "," + ",".join(str(x) for x in case.cited_chapters) + ","
+
+
+Source = record_table("Source", "source", R.Source, "id", "title", "url", "kind", "publisher", "date", "accessed")
+Hardware = record_table("Hardware", "hardware", R.Hardware, "id", "name", "vendor", "architecture", "form_factor",
+                        "scope", "devices_in_scope", "memory_bytes", "memory_per_device_bytes",
+                        "memory_bandwidth_bytes_per_s", "power_w")
+Link = record_table("Link", "link", R.Link, "id", "name", "kind", "generation", "one_way_bytes_per_s", "latency_s",
+                    "direction_convention")
+Model = record_table("Model", "model", R.Model, "id", "name", "family", "organisation", "kind", "attention",
+                     "weight_dtype", "layers", "hidden_size", "params_total", "params_active")
+Framework = record_table("Framework", "framework", R.Framework, "id", "name", "kind", "url", "license")
+Price = record_table("Price", "price", R.Price, "id", "provider", "model", "date", "input_usd_per_mtok",
+                     "cache_read_usd_per_mtok", "cache_write_usd_per_mtok", "output_usd_per_mtok")
+CaseStudy = record_table("CaseStudy", "case_study", R.Case, "slug", "title_zh", "title_en", "section", "section_en",
+                         "section_order", Column("chapters", str, _chapters), "summary", "source_url", "source_commit")
+Derivation = record_table("Derivation", "derivation", R.Derivation, "id", Column("case_slug", str, lambda d: d.case),
+                          "name", "family", "title", "calculator",
+                          Column("bound", bool, lambda d: d.calculator is not None))
+Glossary = record_table("Glossary", "glossary", R.Glossary, "id", "term", "kind")
+Claim = record_table("Claim", "claim", R.Claim, "id", "verdict", "calculator")
 
 
 class HardwarePeak(SQLModel, table=True):
+    """One peak rate of a device (a row per precision, unit and sparsity)."""
+
     __tablename__ = "hardware_peak"
     hardware_id: str = Field(primary_key=True)
     input_precision: str = Field(primary_key=True)
@@ -47,45 +124,16 @@ class HardwarePeak(SQLModel, table=True):
     source_id: str
     locator: Optional[str] = None
 
-
-class Link(SQLModel, table=True):
-    __tablename__ = "link"
-    id: str = Field(primary_key=True)
-    name: str
-    kind: Optional[str] = None
-    generation: Optional[str] = None
-    one_way_bytes_per_s: Optional[float] = None
-    latency_s: Optional[float] = None
-    direction_convention: Optional[str] = None
-    doc: str
-
-
-class Model(SQLModel, table=True):
-    __tablename__ = "model"
-    id: str = Field(primary_key=True)
-    name: str
-    family: Optional[str] = None
-    organisation: Optional[str] = None
-    kind: Optional[str] = None
-    attention: Optional[str] = None
-    layers: Optional[int] = None
-    hidden_size: Optional[int] = None
-    params_total: Optional[float] = None
-    params_active: Optional[float] = None
-    doc: str
-
-
-class Framework(SQLModel, table=True):
-    __tablename__ = "framework"
-    id: str = Field(primary_key=True)
-    name: str
-    kind: Optional[str] = None
-    url: Optional[str] = None
-    license: Optional[str] = None
-    doc: str
+    @classmethod
+    def rows(cls, hw: R.Hardware) -> list[dict[str, Any]]:
+        return [{"hardware_id": hw.id, "input_precision": p.input_precision, "accumulator": p.accumulator,
+                 "unit": p.unit, "sparsity": p.sparsity, "flop_per_s": p.flop_per_s.value,
+                 "source_id": p.flop_per_s.source, "locator": p.flop_per_s.locator} for p in hw.peaks]
 
 
 class FrameworkFeature(SQLModel, table=True):
+    """A dated feature row of a framework."""
+
     __tablename__ = "framework_feature"
     framework_id: str = Field(primary_key=True)
     feature: str = Field(primary_key=True)
@@ -95,48 +143,15 @@ class FrameworkFeature(SQLModel, table=True):
     source_id: str
     locator: Optional[str] = None
 
-
-class Price(SQLModel, table=True):
-    __tablename__ = "price"
-    id: str = Field(primary_key=True)
-    provider: Optional[str] = None
-    model: Optional[str] = None
-    date: Optional[str] = None
-    input_usd_per_mtok: Optional[float] = None
-    cache_read_usd_per_mtok: Optional[float] = None
-    cache_write_usd_per_mtok: Optional[float] = None
-    output_usd_per_mtok: Optional[float] = None
-    doc: str
-
-
-class CaseStudy(SQLModel, table=True):
-    __tablename__ = "case_study"
-    slug: str = Field(primary_key=True)
-    title_zh: str
-    title_en: str
-    section: Optional[str] = None
-    section_en: Optional[str] = None
-    section_order: Optional[int] = None
-    chapters: Optional[str] = None  # comma-separated cited chapters, e.g. ",2,7,"
-    summary: Optional[str] = None
-    source_url: Optional[str] = None
-    source_commit: Optional[str] = None
-    doc: str
-
-
-class Derivation(SQLModel, table=True):
-    __tablename__ = "derivation"
-    id: str = Field(primary_key=True)
-    case_slug: str
-    name: str
-    family: Optional[str] = None
-    title: Optional[str] = None
-    calculator: Optional[str] = None
-    bound: Optional[bool] = None
-    doc: str
+    @classmethod
+    def rows(cls, fw: R.Framework) -> list[dict[str, Any]]:
+        return [{"framework_id": fw.id, "feature": f.feature, "name": f.name, "since": f.since, "date": f.date,
+                 "source_id": f.source, "locator": f.locator} for f in fw.features]
 
 
 class Fact(SQLModel, table=True):
+    """One sourced number of a fact record, addressed by its dotted field path."""
+
     __tablename__ = "fact"
     kind: str = Field(primary_key=True)
     record_id: str = Field(primary_key=True)
@@ -146,32 +161,44 @@ class Fact(SQLModel, table=True):
     locator: Optional[str] = None
     as_published: Optional[str] = None
     note: Optional[str] = None
+    per: Optional[str] = None
+    basis: Optional[str] = None
+
+    @classmethod
+    def rows(cls, kind: str, rec_id: str, node: Any, path: str = "") -> Iterator[dict[str, Any]]:
+        """Every fact inside a raw record, declared or free-form (walks nested blocks and lists)."""
+        if isinstance(node, dict):
+            if "value" in node and "source" in node:
+                v = node["value"]
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    yield {"kind": kind, "record_id": rec_id, "field": path, "value": float(v),
+                           "source_id": node["source"], "locator": node.get("locator"),
+                           "as_published": _text(node.get("as_published")), "note": node.get("note"),
+                           "per": node.get("per"), "basis": node.get("basis")}
+                return
+            for k, v in node.items():
+                yield from cls.rows(kind, rec_id, v, f"{path}.{k}" if path else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from cls.rows(kind, rec_id, v, f"{path}.{i}")
 
 
-class Glossary(SQLModel, table=True):
-    __tablename__ = "glossary"
-    id: str = Field(primary_key=True)
-    term: str
-    kind: Optional[str] = None
-    doc: str
-
-
-class Claim(SQLModel, table=True):
-    __tablename__ = "claim"
-    id: str = Field(primary_key=True)
-    verdict: Optional[str] = None
-    calculator: Optional[str] = None
-    doc: str
+def _text(v: Any) -> Optional[str]:
+    return None if v is None else str(v)
 
 
 class Meta(SQLModel, table=True):
+    """Key-value facts about the build (content hash, time, schema version)."""
+
     __tablename__ = "meta"
     key: str = Field(primary_key=True)
     value: Optional[str] = None
 
 
 #: kind name used by the API and calculators' lookup -> table class
-TABLES: dict[str, type[SQLModel]] = {
+TABLES: dict[str, type[RecordTable]] = {
     "source": Source, "hardware": Hardware, "link": Link, "model": Model, "framework": Framework,
     "price": Price, "case": CaseStudy, "derivation": Derivation, "glossary": Glossary, "claim": Claim,
 }
+#: every table class, record tables first
+ALL_TABLES: tuple[type[SQLModel], ...] = (*TABLES.values(), HardwarePeak, FrameworkFeature, Fact, Meta)

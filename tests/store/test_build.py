@@ -11,7 +11,7 @@ import pytest
 from knowledge.build import BuildError, build, check, content_hash, is_stale, stored_hash
 from knowledge.loader import DATA_DIR
 from knowledge.migrate import upgrade
-from knowledge.tables import TABLES, FrameworkFeature, HardwarePeak, Fact, Meta
+from knowledge.tables import ALL_TABLES
 
 SOURCES = """
 - id: src-a
@@ -24,7 +24,8 @@ HARDWARE = """
   name: GPU X
   vendor: Acme
   scope: single_device
-  memory_bytes: {value: 80.0e9, source: src-a, locator: "Table 1", as_published: "80 GB"}
+  memory_bytes: {value: 80.0e9, source: src-a, locator: "Table 1", as_published: "80 GB", basis: decimal,
+                 basis_source: src-a, basis_locator: "Table 1, footnote", note: "the datasheet defines GB as 1e9 bytes"}
   memory_bandwidth_bytes_per_s: {value: 3.35e12, source: src-a, locator: "Table 1"}
   peaks:
     - {input_precision: BF16, accumulator: FP32, unit: tensor, sparsity: dense,
@@ -74,8 +75,9 @@ def test_clean_data_has_no_problems(tmp_path):
 @pytest.mark.parametrize("bad, expected", [
     (HARDWARE.replace(', source: src-a, locator: "Table 1", as_published: "80 GB"', ''),
      "hardware.yaml: gpu-x: memory_bytes: fact has no source"),
-    (HARDWARE.replace('memory_bytes: {value: 80.0e9, source: src-a, locator: "Table 1", as_published: "80 GB"}',
-                      'memory_bytes: 80.0e9'),
+    (HARDWARE.replace('{value: 80.0e9, source: src-a, locator: "Table 1", as_published: "80 GB", basis: decimal,\n'
+                      '                 basis_source: src-a, basis_locator: "Table 1, footnote", '
+                      'note: "the datasheet defines GB as 1e9 bytes"}', '80.0e9'),
      "hardware.yaml: gpu-x: memory_bytes: fact has no source"),
     (HARDWARE.replace("memory_bytes:", "memory:"), "hardware.yaml: gpu-x: memory: unit missing"),
     (HARDWARE.replace("3.35e12", "-1.0"), "hardware.yaml: gpu-x: memory_bandwidth_bytes_per_s: impossible value"),
@@ -165,15 +167,27 @@ def test_migrations_rerun_is_a_no_op(built_db, tmp_path):
         con.close()
 
 
+#: the DuckDB type of each Python column type of the SQLModel tables
+SQL_TYPES = {str: "VARCHAR", float: "DOUBLE", int: "INTEGER", bool: "BOOLEAN"}
+
+
+def _python_type(annotation) -> type:
+    args = [a for a in getattr(annotation, "__args__", ()) if a is not type(None)]
+    return args[0] if args else annotation
+
+
 def test_sqlmodel_tables_match_the_migrated_schema(built_db, tmp_path):
+    """Same columns with the same types (order is free: rows are inserted by column name, and
+    `ALTER TABLE ... ADD COLUMN` appends)."""
     con = duckdb.connect(str(_private_copy(built_db, tmp_path)), read_only=True)
     try:
-        for cls in list(TABLES.values()) + [HardwarePeak, FrameworkFeature, Fact, Meta]:
+        for cls in ALL_TABLES:
             table = cls.__tablename__
-            cols = [r[0] for r in con.execute(
-                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
-                [table]).fetchall()]
-            assert cols == list(cls.model_fields), table
+            stored = dict(con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
+                [table]).fetchall())
+            declared = {name: SQL_TYPES[_python_type(f.annotation)] for name, f in cls.model_fields.items()}
+            assert stored == declared, table
     finally:
         con.close()
 

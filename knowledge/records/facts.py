@@ -1,0 +1,284 @@
+"""Fact records: sources, hardware (devices and their aggregates), links, model architectures, prices."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from knowledge.records.base import (Commit, CountFact, Fact, FactGroup, Label, PositiveInt, Problems, Record, Sha256,
+                                    Ratio, Slug, SourceId, Text, Window, join, refs, refuse)
+
+
+# ---------------------------------------------------------------------------- sources
+
+class Source(Record):
+    """A document that facts cite (datasheet, paper, model config …)."""
+
+    id: Slug
+    title: Text
+    url: Text
+    kind: Literal["datasheet", "whitepaper", "paper", "model-config", "docs", "book", "web", "report", "repo"]
+    publisher: Optional[str] = None
+    date: Optional[Label] = None
+    accessed: Optional[Label] = None
+    license: Optional[str] = None
+    note: Optional[str] = None
+    notes: Optional[str] = None
+
+
+# ---------------------------------------------------------------------------- hardware and links
+
+Scope = Literal["device", "node", "rack", "pod"]
+Sparsity = Literal["dense", "structured", "unspecified"]
+SCOPES: tuple[str, ...] = get_args(Scope)
+#: aggregates of at most this many devices read as a node when the old `system_aggregate` is used
+NODE_MAX_DEVICES = 16
+
+
+class Peak(FactGroup):
+    """One peak rate of a device: precision, accumulator, execution unit and sparsity."""
+
+    input_precision: Text
+    accumulator: Optional[str] = None
+    unit: Literal["tensor", "vector", "cube", "matrix", "npu"] = Field(
+        description="tensor, vector, cube …: the execution unit the peak is for.")
+    sparsity: Sparsity = Field(description="dense, structured (2:4) sparsity, or unspecified when the source does not say.")
+    flop_per_s: Fact
+
+    @field_validator("sparsity", mode="before")
+    @classmethod
+    def _sparsity(cls, v: Any) -> Any:
+        if v not in get_args(Sparsity):
+            raise refuse(("", "must be dense, structured or unspecified (the source does not say)"))
+        return v
+
+
+class Hardware(Record, FactGroup):
+    """An accelerator or a system of them (node, rack, pod), with sourced memory, bandwidth and peaks."""
+
+    id: Slug
+    name: Text
+    vendor: Optional[str] = None
+    architecture: Optional[str] = None
+    form_factor: Optional[str] = None
+    scope: Scope = Field("device", description="device, or the aggregate the numbers cover: node, rack or pod.")
+    devices_in_scope: int = Field(1, ge=1, description="Devices the numbers cover: 1 for a device, 72 for an NVL72 rack.")
+    memory_bytes: Optional[Fact] = None
+    memory_bandwidth_bytes_per_s: Optional[Fact] = None
+    power_w: Optional[Fact] = None
+    links: refs("link") = []
+    peaks: list[Peak] = []
+    notes: Optional[str] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_scope(cls, data: Any) -> Any:
+        """Read the old spellings: single_device -> device, system_aggregate -> node or rack by size."""
+        if isinstance(data, dict) and data.get("scope") in ("single_device", "system_aggregate"):
+            devices = data.get("devices_in_scope")
+            new = "device" if data["scope"] == "single_device" else (
+                "node" if isinstance(devices, int) and devices <= NODE_MAX_DEVICES else "rack")
+            data = {**data, "scope": new}
+        return data
+
+    @model_validator(mode="after")
+    def _what_numbers_count(self) -> "Hardware":
+        """A device covers one device and its facts are per device; an aggregate's facts say what
+        they count (`per`); a memory capacity says how its GB reads (`basis`) and who backs that."""
+        problems: Problems = []
+        if self.scope == "device" and self.devices_in_scope != 1:
+            problems.append(("devices_in_scope", f"a device-scope record covers exactly 1 device (got {self.devices_in_scope})"))
+        for name, fact in self.facts():
+            if self.scope == "device" and fact.per is not None:
+                problems.append((join(name, "per"), "a device record's facts are per device: drop per"))
+            elif self.scope != "device" and fact.per is None:
+                problems.append((join(name, "per"), f"on a {self.scope} record say what the figure counts: "
+                                                    "per: device, total or system"))
+        m = self.memory_bytes
+        if m is not None:
+            missing = [k for k in ("basis", "basis_source", "basis_locator") if getattr(m, k) is None]
+            if missing:
+                problems.append(("memory_bytes", f"a memory capacity needs {', '.join(missing)} "
+                                                 "(binary or decimal GB, and the source that backs the reading)"))
+            elif m.basis == "decimal" and not m.note:
+                problems.append(("memory_bytes.note", "a decimal memory capacity needs a note saying why"))
+        if problems:
+            raise refuse(*problems)
+        return self
+
+    def facts(self) -> list[tuple[str, Fact]]:
+        """The declared facts of the record, with their field paths."""
+        named = [(n, getattr(self, n)) for n in ("memory_bytes", "memory_bandwidth_bytes_per_s", "power_w")]
+        named += [(f"peaks.{i}.flop_per_s", p.flop_per_s) for i, p in enumerate(self.peaks)]
+        return [(n, f) for n, f in named if f is not None]
+
+    @property
+    def memory_per_device_bytes(self) -> Optional[float]:
+        """Memory of one device: the fact itself for a device (or `per: device`), the total over
+        the devices in scope divided by their number otherwise; None for a whole-system figure."""
+        m = self.memory_bytes
+        if m is None or m.per == "system":
+            return None
+        if m.per == "device" or self.scope == "device":
+            return float(m.value)
+        return float(m.value) / self.devices_in_scope
+
+
+class Link(Record, FactGroup):
+    """An interconnect with its one-way bandwidth and the direction convention of the published number."""
+
+    id: Slug
+    name: Text
+    kind: Optional[Literal["nvlink", "pcie", "infiniband", "ethernet", "other"]] = None
+    generation: Optional[Label] = None
+    one_way_bytes_per_s: Optional[Fact] = None
+    direction_convention: Optional[str] = None
+    latency_s: Optional[Fact] = None
+
+
+# ---------------------------------------------------------------------------- models
+
+class ModelStream(BaseModel):
+    """A cache stream of a layer group: values stored per retained entry, window and ratio."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Optional[str] = None
+    dim: PositiveInt
+    window: Window = None
+    ratio: Ratio = 1
+
+
+class ModelLayerGroup(BaseModel):
+    """Layers that share one attention layout (the kv-cache calculator's streams form)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: Optional[str] = None
+    count: PositiveInt
+    streams: list[ModelStream] = []
+    state_elements: int = Field(0, ge=0, description="Recurrent state elements per layer (KDA/SSM), else 0.")
+    kv_heads: Optional[PositiveInt] = Field(None, description="KV heads of these layers when they differ from the model's.")
+    state_heads: Optional[PositiveInt] = Field(None, description="Heads the recurrent state is split over, when it differs.")
+
+
+class Provenance(BaseModel):
+    """Where a structural (non-numeric) part of a record comes from."""
+
+    model_config = ConfigDict(extra="allow")
+    source: Optional[SourceId] = None
+    locator: Optional[str] = None
+    note: Optional[str] = None
+
+
+class ConfigProvenance(BaseModel):
+    """The exact published config a model's numbers were read from: repository, commit or file hash, path."""
+
+    model_config = ConfigDict(extra="allow")
+    repository: Text = Field(description="e.g. Qwen/Qwen3-8B on Hugging Face, or a git URL.")
+    revision: Optional[Commit] = Field(None, description="Commit the config was read at (40 hex).")
+    file_sha256: Optional[Sha256] = Field(None, description="SHA-256 of the config file when no commit is known.")
+    path: Text = Field(description="Path of the config inside the repository, e.g. config.json.")
+    source: Optional[SourceId] = None
+    via: Optional[str] = Field(None, description="Where the bytes were fetched from, when not the repository itself.")
+    file: Optional[str] = Field(None, description="The local copy under knowledge/data/model-configs/.")
+    record: Optional[Literal["hand-written", "imported"]] = Field(
+        None, description="How the record was written: by hand, or by knowledge/model_import.py from the config.")
+    note: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _pinned(self) -> "ConfigProvenance":
+        if not (self.revision or self.file_sha256):
+            raise refuse(("revision", "config provenance needs a revision (commit) or a file_sha256"))
+        return self
+
+
+class MoE(FactGroup):
+    """The mixture-of-experts block of a model."""
+
+    experts: CountFact
+    experts_per_token: CountFact
+    shared_experts: Optional[CountFact] = None
+    expert_ffn_size: Optional[CountFact] = None
+    dense_layers: Optional[CountFact] = Field(None, description="Leading dense layers.")
+    moe_layer_freq: Optional[CountFact] = Field(None, description="Every n-th layer is MoE.")
+
+
+class MLA(FactGroup):
+    """The multi-head latent attention block of a model."""
+
+    kv_lora_rank: CountFact
+    q_lora_rank: Optional[CountFact] = None
+    qk_rope_head_dim: Optional[CountFact] = None
+    qk_nope_head_dim: Optional[CountFact] = None
+    v_head_dim: Optional[CountFact] = None
+
+
+class Model(Record, FactGroup):
+    """A model architecture: shape counts, attention layout, MoE/MLA blocks, each number sourced."""
+
+    id: Slug
+    name: Text
+    family: Optional[str] = None
+    organisation: Optional[str] = None
+    kind: Literal["dense", "moe"] = "dense"
+    attention: Optional[str] = None
+    weight_dtype: Optional[str] = Field(None, description="Format of the shipped weights, e.g. bf16, fp8, mixed-mxfp4-bf16.")
+    weight_dtype_locator: Optional[str] = Field(None, description="Config key the weight format was read from.")
+    layers: Optional[CountFact] = None
+    hidden_size: Optional[CountFact] = None
+    heads: Optional[CountFact] = None
+    kv_heads: Optional[CountFact] = None
+    head_dim: Optional[CountFact] = None
+    ffn_size: Optional[CountFact] = None
+    vocab_size: Optional[CountFact] = None
+    tie_word_embeddings: Optional[bool] = None
+    params_total: Optional[Fact] = None
+    params_active: Optional[Fact] = None
+    context_length: Optional[CountFact] = None
+    sliding_window: Optional[CountFact] = None
+    linear_attention_heads: Optional[CountFact] = None
+    linear_attention_head_dim: Optional[CountFact] = None
+    linear_attention_layers: Optional[CountFact] = None
+    full_attention_layers: Optional[CountFact] = None
+    index_n_heads: Optional[CountFact] = None
+    index_head_dim: Optional[CountFact] = None
+    index_topk: Optional[CountFact] = None
+    num_nextn_predict_layers: Optional[CountFact] = None
+    moe: Optional[MoE] = None
+    mla: Optional[MLA] = None
+    layer_groups: Optional[list[ModelLayerGroup]] = None
+    layer_groups_provenance: Optional[Provenance] = None
+    config_provenance: Optional[ConfigProvenance] = None
+    notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _structure(self) -> "Model":
+        problems: Problems = []
+        if self.layer_groups is not None:
+            if not self.layer_groups:
+                problems.append(("layer_groups", "must be a non-empty list"))
+            elif not (self.layer_groups_provenance and self.layer_groups_provenance.source):
+                problems.append(("layer_groups_provenance", "layer groups have no source"))
+        if self.kind == "moe" and self.moe is None:
+            problems.append(("moe", "an MoE model needs its moe block"))
+        if problems:
+            raise refuse(*problems)
+        return self
+
+
+# ---------------------------------------------------------------------------- prices
+
+class Price(Record, FactGroup):
+    """A dated price point in USD per million tokens."""
+
+    id: Slug
+    name: Text
+    provider: Optional[str] = None
+    model: Optional[str] = None
+    date: Optional[Label] = None
+    input_usd_per_mtok: Optional[Fact] = None
+    cache_read_usd_per_mtok: Optional[Fact] = None
+    cache_write_usd_per_mtok: Optional[Fact] = None
+    output_usd_per_mtok: Optional[Fact] = None
+    cost_usd_per_mtok: Optional[Fact] = None
+    see_also: refs("source") = []
+    notes: Optional[str] = None
