@@ -37,8 +37,8 @@ from calculators.core import (
     out,
 )
 from calculators.base import Calculator, Chart
-from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record
-from calculators.formats import FORMATS, FormatField as Format, format_label, resolve_format
+from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.formats import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
 from calculators.specs import hardware_spec, note_scope, usable_memory_bytes
 
 
@@ -47,7 +47,9 @@ class ServingCostRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id (params_total and the KV shape from the store).", examples=["llama-3.1-70b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
     params: PosFloat | None = Field(None, description="Parameter count instead of a model id.", examples=[70e9])
-    bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] = Field(2.0, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5).")
+    bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] | None = Field(
+        None, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5). Default: the model's published weight "
+                          "format (per component when mixed), else 2 (BF16).")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token per sequence (default: from the model's layer groups at kv_format; 0 with `params`).")
     kv_format: Format = Field("bf16", description="KV value format when the KV size comes from the model.")
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
@@ -116,7 +118,16 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         hw.cite(res, "memory_bytes", "memory_bandwidth_bytes_per_s")
     x = broadcast({"batch": req.batch, "context_tokens": req.context_tokens})
     b, ctx = x["batch"], x["context_tokens"]
-    W = params * req.bytes_per_param
+    bpp = req.bytes_per_param
+    if bpp is not None:
+        W = params * bpp
+    elif rec is not None and shipped_weight_formats(rec.get("weight_dtype")) is not None:
+        W = model_weight_bytes(rec, None, res, "bytes_per_param")
+        bpp = W / params
+    else:
+        bpp = 2.0
+        W = params * bpp
+        res.assume("Weights: 2 bytes per parameter (BF16) unless bytes_per_param says otherwise.")
     methods: dict = {}
 
     # ---- bandwidth method
@@ -166,7 +177,7 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         raise CalcInputError("memory_bandwidth_bytes_per_s", "the bandwidth method needs a bandwidth (or a hardware id)")
 
     # ---- the page's heuristic
-    bits = req.bytes_per_param * 8
+    bits = bpp * 8
     try:
         page = page_method(params, bits, mem / 1e9, req.price_per_device_hour_usd, req.target_tokens_per_s)
     except CalcInputError:
