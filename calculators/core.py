@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: Largest number of points a single sweep may broadcast to (documented in the API).
 MAX_SWEEP_POINTS = 1_000_000
@@ -30,6 +30,14 @@ class CalcRequest(BaseModel):
     """Base of every calculator request: unknown fields and NaN/Infinity are refused."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _public_names_only(cls, data: Any) -> Any:
+        """`hf_config` is only the Python name of the `model_config` field: a body must use the public one."""
+        if isinstance(data, dict) and "hf_config" in data:
+            raise ValueError("unknown field 'hf_config': write the config.json object as `model_config`")
+        return data
 
 
 # Bounded scalar types used in request models.
