@@ -9,7 +9,8 @@ from typing import Any
 
 from api.problems import problem_body
 from calculators.core import no_lookup
-from calculators.runner import RunError, calculator_url, run
+from api.urls import urls
+from calculators.runner import RunError, run
 from calculators.runner import case_refs as _case_refs
 
 
@@ -37,7 +38,8 @@ def case_refs(store, slugs) -> list[dict]:
 
 
 def explanation_url(name: str, body: dict) -> str:
-    return calculator_url(name, body)
+    """The calculator page computing `body` (spelled by the site's URL builder)."""
+    return urls.calculator(name, body)
 
 
 def calculate(name: str, body: Any, store) -> dict:

@@ -1,13 +1,15 @@
 """Cases of the book, their worked examples (derivations), glossary and audited claims."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from api import schemas as S
 from api.deps import get_store
-from api.routes.common import Limit, NotFound, Offset, page
+from api.queries import CaseQuery, ClaimQuery, DerivationQuery, GlossaryQuery
+from api.responses import FastJSONResponse
+from api.routes.common import NotFound, page
 from api.service import case_refs
 from knowledge.coverage import coverage
 from knowledge.store import Store
@@ -19,17 +21,9 @@ Slug = Annotated[str, Path(min_length=1, max_length=200, description="Case slug:
 @router.get("/cases", response_model=S.Page[S.Case], summary="List the book's case studies",
             description="The 71 case studies in the order of the book's index. `chapter` keeps the cases cited by "
                         "that chapter; `section` the index group (chapter number of first citation, 99 = further reading).")
-def list_cases(request: Request, store: Store = Depends(get_store),
-               chapter: Annotated[Optional[int], Query(ge=1, le=99, description="Cited by this chapter.")] = None,
-               section: Annotated[Optional[int], Query(ge=1, le=99, description="Index section (chapter group).")] = None,
-               q: Annotated[Optional[str], Query(max_length=200, description="Substring of the English title.")] = None,
-               limit: Limit = 100, offset: Offset = 0):
-    contains = {}
-    if chapter is not None:
-        contains["chapters"] = f",{chapter},"
-    if q:
-        contains["title_en"] = q
-    return page(request, store.list("case", {"section_order": section}, limit, offset, contains=contains))
+def list_cases(request: Request, query: Annotated[CaseQuery, Query()],
+               store: Store = Depends(get_store)) -> FastJSONResponse:
+    return page(request, query.run(store))
 
 
 @router.get("/cases/{slug}", response_model=S.CaseDetail, summary="Get one case with its derivations",
@@ -47,13 +41,9 @@ def get_case(slug: Slug, store: Store = Depends(get_store)):
 
 @router.get("/derivations", response_model=S.Page[S.Derivation], summary="List worked examples",
             description="Worked examples of all cases; filter by case, family, calculator or whether a calculator recomputes them.")
-def list_derivations(request: Request, store: Store = Depends(get_store),
-                     case: Annotated[Optional[str], Query(max_length=200)] = None,
-                     family: Annotated[Optional[str], Query(max_length=100)] = None,
-                     calculator: Annotated[Optional[str], Query(max_length=100)] = None,
-                     bound: Optional[bool] = None, limit: Limit = 100, offset: Offset = 0):
-    return page(request, store.list("derivation", {"case_slug": case, "family": family, "calculator": calculator,
-                                                  "bound": bound}, limit, offset))
+def list_derivations(request: Request, query: Annotated[DerivationQuery, Query()],
+                     store: Store = Depends(get_store)) -> FastJSONResponse:
+    return page(request, query.run(store))
 
 
 @router.get("/derivations/{case_slug}/{name}", response_model=S.Derivation, summary="Get one worked example",
@@ -74,9 +64,9 @@ def get_coverage(store: Store = Depends(get_store)):
 
 @router.get("/glossary", response_model=S.Page[S.Glossary], summary="List glossary entries",
             description="Methods and terms (KV eviction methods, speculative decoding variants …) with their papers.")
-def list_glossary(request: Request, store: Store = Depends(get_store),
-                  kind: Annotated[Optional[str], Query(max_length=100)] = None, limit: Limit = 100, offset: Offset = 0):
-    return page(request, store.list("glossary", {"kind": kind}, limit, offset))
+def list_glossary(request: Request, query: Annotated[GlossaryQuery, Query()],
+                  store: Store = Depends(get_store)) -> FastJSONResponse:
+    return page(request, query.run(store))
 
 
 @router.get("/glossary/{entry_id}", response_model=S.Glossary, summary="Get one glossary entry",
@@ -90,9 +80,9 @@ def get_glossary(entry_id: Slug, store: Store = Depends(get_store)):
 
 @router.get("/claims", response_model=S.Page[S.Claim], summary="List audited claims of the compendium page",
             description="Numeric claims of the compendium page, recomputed through a calculator, with a verdict.")
-def list_claims(request: Request, store: Store = Depends(get_store),
-                verdict: Annotated[Optional[str], Query(max_length=100)] = None, limit: Limit = 100, offset: Offset = 0):
-    return page(request, store.list("claim", {"verdict": verdict}, limit, offset))
+def list_claims(request: Request, query: Annotated[ClaimQuery, Query()],
+                store: Store = Depends(get_store)) -> FastJSONResponse:
+    return page(request, query.run(store))
 
 
 @router.get("/claims/{claim_id}", response_model=S.Claim, summary="Get one audited claim",

@@ -1,16 +1,15 @@
-"""What the resource routes share: paging parameters, the next-page link, and not-found errors."""
+"""What the resource routes share: the page envelope with its next-page link, and not-found errors.
+
+The list parameters themselves (limit, offset, sort, filters) are parsed by the query models of
+`api.queries`, which the site's list pages use too.
+"""
 from __future__ import annotations
 
-from typing import Annotated
+from fastapi import Request
 
-from fastapi import Query, Request
-
+from api.queries import Limit, Offset  # noqa: F401  (kept importable from here)
 from api.responses import FastJSONResponse
 from knowledge.store import Page as StorePage
-
-Limit = Annotated[int, Query(ge=1, le=1000, description="Items per page (1–1000).")]
-Offset = Annotated[int, Query(ge=0, le=1_000_000, description="Items to skip.")]
-Descending = Annotated[bool, Query(description="Sort descending.")]
 
 
 class NotFound(Exception):

@@ -1,0 +1,205 @@
+"""One place that spells every URL of the service: site pages, their JSON twins, static files.
+
+Python code and templates (as the Jinja global `urls`) both ask this builder, so a path is
+written once. The calculator URL is byte-for-byte the `explanation_url` of a calculator envelope
+(`body` as compact JSON in the `body` query parameter), so a shared link and a computed one match.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import orjson
+
+API = "/api/v1"
+
+#: record kind -> the path segment of its list (HTML and JSON use the same one)
+COLLECTIONS: dict[str, str] = {
+    "case": "cases", "derivation": "derivations", "hardware": "hardware", "model": "models", "link": "links",
+    "framework": "frameworks", "price": "prices", "source": "sources", "glossary": "glossary", "claim": "claims",
+    "calculator": "calculators",
+}
+
+#: kinds without a page of their own on the site: a record is an anchor on its list page
+ANCHORED = frozenset({"link", "price", "claim", "glossary"})
+
+Query = Mapping[str, Any] | Iterable[tuple[str, Any]]
+
+
+def _segment(ident: str) -> str:
+    """A record id as a path segment (ids are slugs; anything else is percent-encoded)."""
+    return quote(str(ident), safe="/")
+
+
+def _pairs(query: Query | None) -> list[tuple[str, str]]:
+    """Query parameters as (name, text) pairs without empty values; lists repeat their name."""
+    items = query.items() if isinstance(query, Mapping) else (query or ())
+    out: list[tuple[str, str]] = []
+    for key, value in items:
+        values = value if isinstance(value, (list, tuple)) else [value]
+        for v in values:
+            if v is None or v == "":
+                continue
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            out.append((key, str(getattr(v, "value", v))))
+    return out
+
+
+def with_query(path: str, query: Query | None = None) -> str:
+    """`path` with the non-empty parameters of `query` appended (none: the bare path)."""
+    pairs = _pairs(query)
+    return path + ("?" + urlencode(pairs) if pairs else "")
+
+
+class Urls:
+    """The URL builder: one method per kind of page, plus the JSON twin of any page."""
+
+    def __init__(self, api: str = API) -> None:
+        self.api = api
+
+    # ------------------------------------------------------------------ site pages
+    def home(self) -> str:
+        return "/"
+
+    def listing(self, kind: str, /, **query: Any) -> str:
+        """The HTML list of a kind (`listing("model", family="qwen")` -> `/models?family=qwen`)."""
+        return with_query(f"/{COLLECTIONS[kind]}", query)
+
+    def record(self, kind: str, ident: str) -> str:
+        """The HTML page showing one record: its own page, or its row on the list page."""
+        if kind in ANCHORED:
+            return f"/{COLLECTIONS[kind]}#{quote(str(ident), safe='')}"
+        if kind == "derivation":  # id `case/name`: a section of the case page
+            case, _, name = str(ident).partition("/")
+            return self.derivation(case, name)
+        if kind in COLLECTIONS:
+            return f"/{COLLECTIONS[kind]}/{_segment(ident)}"
+        return self.search(q=ident)
+
+    def cases(self, **query: Any) -> str:
+        return self.listing("case", **query)
+
+    def case(self, slug: str) -> str:
+        return self.record("case", slug)
+
+    def derivation(self, case: str, name: str) -> str:
+        """A worked example: its section on the page of its case."""
+        return f"{self.case(case)}#{quote(str(name), safe='')}"
+
+    def hardware_list(self, **query: Any) -> str:
+        return self.listing("hardware", **query)
+
+    def hardware(self, ident: str) -> str:
+        return self.record("hardware", ident)
+
+    def models(self, **query: Any) -> str:
+        return self.listing("model", **query)
+
+    def model(self, ident: str) -> str:
+        return self.record("model", ident)
+
+    def links(self, **query: Any) -> str:
+        return self.listing("link", **query)
+
+    def link(self, ident: str) -> str:
+        return self.record("link", ident)
+
+    def frameworks(self, **query: Any) -> str:
+        return self.listing("framework", **query)
+
+    def framework(self, ident: str) -> str:
+        return self.record("framework", ident)
+
+    def prices(self, **query: Any) -> str:
+        return self.listing("price", **query)
+
+    def price(self, ident: str) -> str:
+        return self.record("price", ident)
+
+    def sources(self, **query: Any) -> str:
+        return self.listing("source", **query)
+
+    def source(self, ident: str) -> str:
+        return self.record("source", ident)
+
+    def claims(self, **query: Any) -> str:
+        return self.listing("claim", **query)
+
+    def claim(self, ident: str) -> str:
+        return self.record("claim", ident)
+
+    def glossary(self, **query: Any) -> str:
+        return self.listing("glossary", **query)
+
+    def glossary_entry(self, ident: str) -> str:
+        return self.record("glossary", ident)
+
+    def calculators(self) -> str:
+        return self.listing("calculator")
+
+    def calculator(self, name: str, body: Any = None) -> str:
+        """A calculator page; with `body`, the page computing that request (the envelope's explanation_url)."""
+        path = self.record("calculator", name)
+        if body is None:
+            return path
+        return path + "?" + urlencode({"body": orjson.dumps(body).decode()})
+
+    def coverage(self) -> str:
+        return "/coverage"
+
+    def search(self, q: str | None = None, **query: Any) -> str:
+        return with_query("/search", {"q": q, **query})
+
+    def static(self, name: str) -> str:
+        return f"/static/{name}"
+
+    def docs(self) -> str:
+        return "/docs"
+
+    def openapi(self) -> str:
+        return "/openapi.json"
+
+    def health(self) -> str:
+        return "/healthz"
+
+    # ------------------------------------------------------------------ JSON API
+    def api_list(self, kind: str, /, **query: Any) -> str:
+        """A JSON list (`api_list("hardware", vendor="NVIDIA")`)."""
+        return with_query(f"{self.api}/{COLLECTIONS[kind]}", query)
+
+    def api_item(self, kind: str, ident: str) -> str:
+        """One record as JSON (derivation ids `case/name` keep their slash)."""
+        return f"{self.api}/{COLLECTIONS[kind]}/{_segment(ident)}"
+
+    def api_coverage(self) -> str:
+        return f"{self.api}/coverage"
+
+    def api_search(self, q: str | None = None, **query: Any) -> str:
+        return with_query(f"{self.api}/search", {"q": q, **query})
+
+    def json_twin(self, path: str, query: Query | None = None) -> str:
+        """The JSON URL answering the same question as the site page at `path` (same parameters)."""
+        return with_query(self.api + path, query)
+
+    def page_of(self, api_path: str) -> str:
+        """The site page of a JSON URL (the inverse of `json_twin` for paths)."""
+        return api_path.removeprefix(self.api) or "/"
+
+    # ------------------------------------------------------------------ editing a page's query
+    @staticmethod
+    def with_changes(path: str, query: Query | None = None, **changes: Any) -> str:
+        """`path` and `query` with some parameters replaced (None removes one). A replaced parameter
+        keeps its place; repeated parameters (`kind=a&kind=b`) are kept unless replaced."""
+        pairs: list[tuple[str, Any]] = list(_pairs(query))
+        for key, value in changes.items():
+            at = next((i for i, (k, _) in enumerate(pairs) if k == key), len(pairs))
+            pairs = [(k, v) for k, v in pairs if k != key]
+            if value is not None:
+                pairs.insert(min(at, len(pairs)), (key, value))
+        return with_query(path, pairs)
+
+
+#: the builder the site uses (and the templates' `urls`)
+urls = Urls()
