@@ -115,7 +115,7 @@ class HardwareQuery(ListQuery):
 
     vendor: Text = Field(None, description="e.g. NVIDIA, AMD, Huawei, Google, Apple")
     architecture: Text = Field(None, description="e.g. Hopper, Blackwell")
-    scope: Text = Field(None, description="single_device or system_aggregate")
+    scope: Text = Field(None, description="device, node, rack or pod")
     q: NameContains = None
     sort: HardwareSort | None = None
     desc: Descending = False

@@ -57,7 +57,6 @@ def explain_memory_rule(res: Result, capacity_bytes: float, memory_utilization: 
 # --------------------------------------------------------------------------- hardware
 
 SCOPES = ("device", "node", "rack", "pod")
-_LEGACY_SCOPE = {"single_device": "device", "system_aggregate": "rack"}
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def hardware_spec(lookup: Lookup, ident: str, loc: str = "hardware") -> Hardware
 
 
 def spec_from_record(rec: dict) -> HardwareSpec:
-    scope = _LEGACY_SCOPE.get(str(rec.get("scope") or "device"), str(rec.get("scope") or "device"))
+    scope = str(rec.get("scope") or "device")
     devices = int(rec.get("devices_in_scope") or 1)
     prov: dict[str, dict] = {}
     scaling: list[str] = []

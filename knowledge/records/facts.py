@@ -31,8 +31,6 @@ class Source(Record):
 Scope = Literal["device", "node", "rack", "pod"]
 Sparsity = Literal["dense", "structured", "unspecified"]
 SCOPES: tuple[str, ...] = get_args(Scope)
-#: aggregates of at most this many devices read as a node when the old `system_aggregate` is used
-NODE_MAX_DEVICES = 16
 
 
 class Peak(FactGroup):
@@ -69,17 +67,6 @@ class Hardware(Record, FactGroup):
     links: refs("link") = []
     peaks: list[Peak] = []
     notes: Optional[str] = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_scope(cls, data: Any) -> Any:
-        """Read the old spellings: single_device -> device, system_aggregate -> node or rack by size."""
-        if isinstance(data, dict) and data.get("scope") in ("single_device", "system_aggregate"):
-            devices = data.get("devices_in_scope")
-            new = "device" if data["scope"] == "single_device" else (
-                "node" if isinstance(devices, int) and devices <= NODE_MAX_DEVICES else "rack")
-            data = {**data, "scope": new}
-        return data
 
     @model_validator(mode="after")
     def _what_numbers_count(self) -> "Hardware":

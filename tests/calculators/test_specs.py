@@ -19,7 +19,7 @@ def total_or_device(rec: dict, name: str) -> float:
     """A record's figure per device, from first principles: totals divide by the device count."""
     fact = rec[name]
     devices = rec.get("devices_in_scope") or 1
-    per = fact.get("per") or ("device" if rec.get("scope") in ("device", "single_device") else "total")
+    per = fact.get("per") or ("device" if rec.get("scope") == "device" else "total")
     return fact["value"] / devices if per == "total" else fact["value"]
 
 

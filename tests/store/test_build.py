@@ -23,7 +23,7 @@ HARDWARE = """
 - id: gpu-x
   name: GPU X
   vendor: Acme
-  scope: single_device
+  scope: device
   memory_bytes: {value: 80.0e9, source: src-a, locator: "Table 1", as_published: "80 GB", basis: decimal,
                  basis_source: src-a, basis_locator: "Table 1, footnote", note: "the datasheet defines GB as 1e9 bytes"}
   memory_bandwidth_bytes_per_s: {value: 3.35e12, source: src-a, locator: "Table 1"}

@@ -77,15 +77,14 @@ def test_real_records_are_typed(catalog):
     assert R.Model.model_validate(moe).moe.experts.value > 1
 
 
-def test_old_scope_spellings_still_read():
+def test_per_device_memory_follows_per():
     memory = {"value": 720e9, "source": "s", "locator": "t", "basis": "decimal", "basis_source": "s",
               "basis_locator": "t", "note": "GB = 1e9 B here"}
-    device = R.Hardware.model_validate({"id": "x", "name": "X", "scope": "single_device", "memory_bytes": memory})
+    device = R.Hardware.model_validate({"id": "x", "name": "X", "scope": "device", "memory_bytes": memory})
     assert device.scope == "device" and device.memory_per_device_bytes == 720e9
     total = {"id": "x", "name": "X", "memory_bytes": {**memory, "per": "total"}}
-    node = R.Hardware.model_validate({**total, "scope": "system_aggregate", "devices_in_scope": 8})
-    rack = R.Hardware.model_validate({**total, "scope": "system_aggregate", "devices_in_scope": 72})
-    assert (node.scope, rack.scope) == ("node", "rack")
+    node = R.Hardware.model_validate({**total, "scope": "node", "devices_in_scope": 8})
+    rack = R.Hardware.model_validate({**total, "scope": "rack", "devices_in_scope": 72})
     assert node.memory_per_device_bytes == 90e9 and rack.memory_per_device_bytes == 10e9
     per_device = R.Hardware.model_validate({**total, "scope": "rack", "devices_in_scope": 72,
                                             "memory_bytes": {**memory, "per": "device"}})
@@ -93,6 +92,12 @@ def test_old_scope_spellings_still_read():
     system = R.Hardware.model_validate({**total, "scope": "node", "devices_in_scope": 8,
                                         "memory_bytes": {**memory, "per": "system"}})
     assert system.memory_per_device_bytes is None
+
+
+def test_old_scope_spellings_are_refused():
+    for old in ("single_device", "system_aggregate"):
+        with pytest.raises(ValueError):
+            R.Hardware.model_validate({"id": "x", "name": "X", "scope": old})
 
 
 def test_partial_records_build(tmp_path):
@@ -110,10 +115,10 @@ def _hw(text: str) -> dict:
 
 @pytest.mark.parametrize("files, expected", [
     # hardware
-    (_hw(HARDWARE.replace("scope: single_device", "scope: device\n  devices_in_scope: 2")),
+    (_hw(HARDWARE.replace("scope: device", "scope: device\n  devices_in_scope: 2")),
      "hardware.yaml: gpu-x: devices_in_scope: a device-scope record covers exactly 1 device"),
-    (_hw(HARDWARE.replace("scope: single_device", "scope: galaxy")), "hardware.yaml: gpu-x: scope: must be one of"),
-    (_hw(HARDWARE.replace("scope: single_device", "scope: rack\n  devices_in_scope: 0")),
+    (_hw(HARDWARE.replace("scope: device", "scope: galaxy")), "hardware.yaml: gpu-x: scope: must be one of"),
+    (_hw(HARDWARE.replace("scope: device", "scope: rack\n  devices_in_scope: 0")),
      "hardware.yaml: gpu-x: devices_in_scope: Input should be greater than or equal to 1"),
     (_hw(HARDWARE.replace("sparsity: dense", "sparsity: sparse")),
      "hardware.yaml: gpu-x: peaks.0.sparsity: must be dense, structured or unspecified"),
@@ -128,7 +133,7 @@ def _hw(text: str) -> dict:
      "hardware.yaml: gpu-x: memory_bytes.note: a decimal memory capacity needs a note"),
     (_hw(HARDWARE.replace('locator: "Table 2"', 'locator: "Table 2", per: device')),
      "hardware.yaml: gpu-x: peaks.0.flop_per_s.per: a device record's facts are per device"),
-    (_hw(HARDWARE.replace("scope: single_device", "scope: rack\n  devices_in_scope: 72")),
+    (_hw(HARDWARE.replace("scope: device", "scope: rack\n  devices_in_scope: 72")),
      "hardware.yaml: gpu-x: memory_bandwidth_bytes_per_s.per: on a rack record say what the figure counts"),
     (_hw(HARDWARE.replace('as_published: "80 GB"', 'as_published: "80 GB", sauce: src-a')),
      "hardware.yaml: gpu-x: memory_bytes.sauce: unknown field"),
@@ -258,7 +263,7 @@ def test_build_writes_the_derived_columns(tmp_path):
     aggregate = HARDWARE + textwrap.dedent("""
         - id: box-x
           name: Box X
-          scope: system_aggregate
+          scope: node
           devices_in_scope: 8
           memory_bytes: {value: 640.0e9, source: src-a, locator: "Table 3", per: total, basis: decimal,
                          basis_source: src-a, basis_locator: "Table 3", note: "decimal in this table"}
@@ -279,7 +284,7 @@ def test_build_writes_the_derived_columns(tmp_path):
 
 def test_stored_documents_conform_to_the_public_schema(built_db, tmp_path):
     """What the API serves (the stored `doc`) is what its OpenAPI schema (the record model) promises."""
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     con = duckdb.connect(str(_private_copy(built_db, tmp_path)), read_only=True)
     try:
         for kind, table in T.TABLES.items():
