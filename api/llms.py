@@ -33,7 +33,7 @@ def llms_txt(counts: dict[str, int]) -> str:
         f"- [/api/v1/hardware](/api/v1/hardware): {counts.get('hardware', 0)} accelerators and systems (?vendor=NVIDIA); e.g. h100-sxm.",
         f"- [/api/v1/links](/api/v1/links): {counts.get('link', 0)} interconnects with one-way bandwidth and direction convention.",
         f"- [/api/v1/frameworks](/api/v1/frameworks): {counts.get('framework', 0)} frameworks with dated feature rows.",
-        f"- [/api/v1/prices](/api/v1/prices), [/api/v1/sources](/api/v1/sources), [/api/v1/glossary](/api/v1/glossary), [/api/v1/claims](/api/v1/claims).",
+        "- [/api/v1/prices](/api/v1/prices), [/api/v1/sources](/api/v1/sources), [/api/v1/glossary](/api/v1/glossary), [/api/v1/claims](/api/v1/claims).",
         "- [/api/v1/search?q=](/api/v1/search?q=kv%20cache): ranked search, English or Chinese (q=推测解码).",
         "- [/api/v1/coverage](/api/v1/coverage): which worked examples a calculator recomputes.",
         "",

@@ -244,58 +244,6 @@ def ledger(a: Arch) -> dict:
     })
 
 
-COMPONENTS = ("attention", "dense_ffn", "routed_experts", "shared_experts", "router", "norms", "embeddings", "lm_head")
-
-
-def ledger(a: Arch) -> dict:
-    """Parameter counts per component (whole model), per layer, and per token (active)."""
-    d, L = a.d, a.layers
-    if a.attention == "mla":
-        q = (d * a.q_lora + a.q_lora + a.q_lora * a.heads * a.qk_dim) if a.q_lora else d * a.heads * a.qk_dim
-        attn_layer = q + d * (a.kv_lora + a.rope_dim) + a.kv_lora + a.kv_lora * a.heads * (a.nope_dim + a.v_dim) \
-            + a.heads * a.v_dim * d
-        attn_matrix_layer = attn_layer - a.kv_lora - a.q_lora  # norm vectors inside MLA
-    else:
-        attn_layer = d * a.heads * a.head_dim + 2 * d * a.kv_heads * a.head_dim + a.heads * a.head_dim * d
-        attn_matrix_layer = attn_layer
-    expert = a.ffn_matrices * d * a.expert_ffn
-    dense_ffn_layer = a.ffn_matrices * d * a.ffn
-    norms_layer = 2 * d + (2 * a.qk_dim if a.qk_norm and a.heads else 0)
-    comp = {
-        "attention": attn_layer * L,
-        "dense_ffn": dense_ffn_layer * a.dense_ffn_layers,
-        "routed_experts": expert * a.experts * a.moe_layers,
-        "shared_experts": expert * a.shared * a.moe_layers,
-        "router": d * a.experts * a.moe_layers,
-        "norms": norms_layer * L + d,
-        "embeddings": a.vocab * d,
-        "lm_head": 0 if a.tied else a.vocab * d,
-    }
-    # matrices that multiply every token (forward FLOPs = 2 x these per token)
-    active_matrix = {
-        "attention": attn_matrix_layer * L,
-        "dense_ffn": comp["dense_ffn"],
-        "routed_experts": expert * a.top_k * a.moe_layers,
-        "shared_experts": comp["shared_experts"],
-        "router": comp["router"],
-    }
-    head_matrix = a.vocab * d  # the output projection multiplies every token that needs logits (tied or not)
-    return exact({
-        "components": comp,
-        "total": sum(comp.values()),
-        "core_matrix": active_matrix["attention"] + comp["dense_ffn"] + comp["routed_experts"] + comp["shared_experts"]
-        + comp["router"],
-        "active_matrix": active_matrix,
-        "active_matrix_total": sum(active_matrix.values()),
-        "head_matrix": head_matrix,
-        "active_total": sum(active_matrix.values()) + comp["norms"] + comp["embeddings"] + comp["lm_head"]
-        + (comp["attention"] - active_matrix["attention"]),
-        "per_layer": {"attention": attn_layer, "dense_ffn": dense_ffn_layer if a.ffn else 0,
-                      "expert": expert, "norms": norms_layer},
-    })
-
-
-
 def model_weight_bytes(rec: dict, weight_format: Any, res: Result, loc: str = "weight_format") -> float:
     """Bytes of a model's weights: in `weight_format` when given, else in its published formats (per component when
     the record's shapes allow a ledger, e.g. MXFP4 experts beside BF16 attention), stated in the assumptions."""

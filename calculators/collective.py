@@ -22,8 +22,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt,
-    PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 Operation = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "point_to_point"]
 Algorithm = Literal["ring", "tree", "direct"]

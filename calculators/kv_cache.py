@@ -12,8 +12,6 @@ calculators so that they size KV exactly as this one does.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Annotated
 
 import numpy as np
@@ -29,9 +27,6 @@ from calculators.core import (
     NonNegIntSweep,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
-    fetch,
     first,
     fmt_bytes,
     num,
@@ -40,14 +35,9 @@ from calculators.core import (
 from calculators.architecture import (
     MODEL_CONFIG_FIELD,
     GroupSpec,
-    StreamSpec,
-    entries_at,
     group_lines,
-    groups_from_architecture,
-    groups_from_model,
     intify,
     kv_sizes,
-    kv_source,
     model_weight_bytes,
     resolve_groups,
 )

@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    GIB, MIB, CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
+    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num,
     out,
 )

@@ -15,7 +15,6 @@ capped in size.
 """
 from __future__ import annotations
 
-import math
 from typing import Annotated, Literal
 
 import numpy as np
@@ -23,7 +22,7 @@ from pydantic import Field, model_validator
 
 from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, PosFloat, PosInt, PosIntSweep, Result, first,
-    fmt_bytes, fmt_s, num, out,
+    fmt_bytes, fmt_s, out,
 )
 from calculators.base import Calculator, Chart
 

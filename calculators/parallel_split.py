@@ -17,8 +17,7 @@ import numpy as np
 from pydantic import Field, ValidationError
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt,
-    PosIntSweep, Result, broadcast, fact_source, fact_value, fetch, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.base import Calculator, Chart
 from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes

@@ -22,7 +22,6 @@ from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resol
 from calculators.core import (
     CalcInputError,
     CalcRequest,
-    Fraction,
     Lookup,
     NonNegFloat,
     NonNegIntSweep,

@@ -31,7 +31,6 @@ from calculators.core import (
     broadcast,
     fact_source,
     fact_value,
-    fetch,
     first,
     fmt_bytes,
     fmt_flops,

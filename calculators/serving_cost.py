@@ -30,7 +30,6 @@ from calculators.core import (
     broadcast,
     fact_source,
     fact_value,
-    fetch,
     first,
     fmt_bytes,
     num,

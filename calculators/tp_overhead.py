@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, NonNegInt, PosFloat, PosFloatSweep, PosInt, PosIntSweep,
+    CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
     Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record

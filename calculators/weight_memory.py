@@ -14,7 +14,6 @@ serving-cost calculators use: storage formats and the per-component parameter le
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import numpy as np
@@ -26,7 +25,6 @@ from calculators.core import (
     Fraction,
     Lookup,
     NonNegFloat,
-    NonNegInt,
     PosFloatSweep,
     PosInt,
     PosIntSweep,
@@ -34,7 +32,6 @@ from calculators.core import (
     broadcast,
     fact_source,
     fact_value,
-    fetch,
     first,
     fmt_bytes,
     num,
