@@ -133,6 +133,12 @@ def cmd_coverage(args) -> int:
     return 0 if cov["reproduced"] == cov["bound"] else 1
 
 
+def cmd_import_measurements(args) -> int:
+    from knowledge import measurements
+
+    return measurements.main(["--wheel", str(args.wheel)] + (["--out", str(args.out)] if args.out else []))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="casebook", description="AI Infra Casebook: sourced facts and calculators.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -163,6 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("coverage", help="per case: worked examples stored, bound, reproduced")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_coverage)
+
+    p = sub.add_parser("import-measurements",
+                       help="copy the measured kernel tables out of the aiconfigurator-core 0.12.0 wheel")
+    p.add_argument("--wheel", type=Path, required=True, help="pip download aiconfigurator-core==0.12.0 --no-deps")
+    p.add_argument("--out", type=Path, default=None, help="target directory (default: knowledge/data/measured)")
+    p.set_defaults(func=cmd_import_measurements)
 
     args = ap.parse_args(argv)
     return args.func(args)

@@ -149,6 +149,14 @@ class Urls:
     def coverage(self) -> str:
         return "/coverage"
 
+    def measurements(self, **query: Any) -> str:
+        """The list of measured tables (manifest with provenance)."""
+        return with_query("/measurements", query)
+
+    def measurement_table(self, table: str, /, **query: Any) -> str:
+        """The rows and chart of one measured table (`measurement_table("nccl", system="h100_sxm")`)."""
+        return with_query(f"/measurements/{_segment(table)}", query)
+
     def search(self, q: str | None = None, **query: Any) -> str:
         return with_query("/search", {"q": q, **query})
 
@@ -175,6 +183,12 @@ class Urls:
 
     def api_coverage(self) -> str:
         return f"{self.api}/coverage"
+
+    def api_measurements(self, **query: Any) -> str:
+        return with_query(f"{self.api}/measurements", query)
+
+    def api_measurement_table(self, table: str, /, **query: Any) -> str:
+        return with_query(f"{self.api}/measurements/{_segment(table)}", query)
 
     def api_search(self, q: str | None = None, **query: Any) -> str:
         return with_query(f"{self.api}/search", {"q": q, **query})

@@ -134,17 +134,40 @@ def ring_allreduce_s(p, M, alpha, bw):
 
 
 def resolve_link(lookup: Lookup, res: Result, link_id: str | None, alpha, bw, loc: str = "link",
-                 alpha_loc: str = "alpha_s", need_alpha: bool = False):
-    """α and one-way bandwidth from explicit numbers, else from a link record (cited).
+                 alpha_loc: str = "alpha_s", need_alpha: bool = False, gpus=None, hardware: str | None = None):
+    """α and one-way bandwidth: the request's numbers first, then a fit of measured all-reduces on the link's
+    system (per GPU count, when `gpus` is given), then the link record's sourced figures.
 
-    Returns (alpha, bandwidth); either may be None when neither the request nor the record gives it. The α used
-    is echoed in the inputs as `latency_s` with where it came from, and a link without a sourced latency says so
-    loudly in the assumptions: α = 0 is never silent."""
+    Returns (alpha, bandwidth); either may be None when nothing gives it, and both are arrays matching `gpus`
+    when a measured fit is used with swept GPU counts. The α used is echoed in the inputs as `latency_s` with
+    where it came from, and a link with no α at all says so loudly: α = 0 is never silent."""
     if link_id is None:
         if alpha is not None:
             res.inputs["latency_s"] = {"value": alpha, "basis": "given in the request"}
         return alpha, bw
     link = link_spec(lookup, link_id, loc)
+    fits = measured_link_fits(lookup, link.id, hardware) if (alpha is None or bw is None) and gpus is not None else None
+    if fits:
+        g = np.asarray(gpus, dtype=np.int64)
+        chosen = [fit_for(fits, int(p)) for p in np.atleast_1d(g).tolist()]
+        a_arr = np.array([f.alpha_s for f, _ in chosen])
+        b_arr = np.array([f.link_bytes_per_s for f, _ in chosen])
+        shown = {}
+        for f, exact in chosen:
+            shown.setdefault(f.gpus, describe_fit(f, exact))
+        src = chosen[0][0].source
+        res.cite({"record": link.id, "field": "measured all-reduce fit", "value": None, "source": "aiconfigurator-core-0.12.0",
+                  "locator": src.get("file"), "source_url": "https://pypi.org/project/aiconfigurator-core/0.12.0/"})
+        if alpha is None:
+            alpha = a_arr if g.ndim else float(a_arr[0])
+            res.inputs["latency_s"] = {"value": out(alpha), "basis": "measured fit (" + src.get("system", "?") + ")",
+                                       "file": src.get("file"), "sha256": src.get("sha256")}
+        else:
+            res.inputs["latency_s"] = {"value": alpha, "basis": "given in the request"}
+        if bw is None:
+            bw = b_arr if g.ndim else float(b_arr[0])
+        res.assume(*(f"Link {link.id}: {text}." for text in shown.values()))
+        return alpha, bw
     if bw is None:
         if link.one_way_bytes_per_s is None:
             raise CalcInputError(loc, f"link {link_id!r} has no sourced one_way_bytes_per_s")
@@ -210,7 +233,7 @@ def _dominant(lat, bwp):
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
-    alpha, bw = resolve_link(lookup, res, req.link, req.alpha_s, req.bandwidth_bytes_per_s)
+    alpha, bw = resolve_link(lookup, res, req.link, req.alpha_s, req.bandwidth_bytes_per_s, gpus=req.ranks)
     alpha_given = alpha is not None
     x = broadcast({"ranks": req.ranks, "message_bytes": req.message_bytes,
                    "alpha_s": 0.0 if alpha is None else alpha, "bandwidth_bytes_per_s": np.nan if bw is None else bw})
@@ -586,7 +609,8 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
 # Imported last: parallel_split and tp_overhead import helpers from this module, and the registry imports
 # them while loading; by now every helper above exists, so any import order works.
 from calculators.base import Calculator, Chart  # noqa: E402
-from calculators.specs import alpha_assumption, link_spec  # noqa: E402
+from calculators.link_fit import fit_for  # noqa: E402
+from calculators.specs import alpha_assumption, describe_fit, link_spec, measured_link_fits  # noqa: E402
 
 CALCULATORS = [
     Calculator(

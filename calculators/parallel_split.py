@@ -99,6 +99,11 @@ def _kv_from_model(rec: dict, tokens: int, fmt: Fmt, res: Result) -> float:
     return float(kv_sizes(groups, fmt, FORMATS["fp32"], np.asarray(tokens, dtype=np.int64)).bytes_per_request)
 
 
+def _at(x, i: int):
+    """Point i of a per-candidate array, or the scalar itself."""
+    return float(np.asarray(x).reshape(-1)[i]) if np.ndim(x) else x
+
+
 def _why(tp, mem, comm, step, fits, best_i) -> str:
     if best_i is None:
         return "No candidate fits in device memory; add devices, stages or a smaller format."
@@ -188,9 +193,10 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     if mem_cap is None and hw is not None and hw.memory_bytes is not None:
         hw.cite(res, "memory_bytes")
         mem_cap = float(explain_memory_rule(res, hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
-    alpha, B_link = resolve_link(lookup, res, req.interconnect, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
-                                 loc="interconnect", alpha_loc="link_alpha_s", need_alpha=False)
     tp_list = req.tp if isinstance(req.tp, list) else [req.tp]
+    alpha, B_link = resolve_link(lookup, res, req.interconnect, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
+                                 loc="interconnect", alpha_loc="link_alpha_s", need_alpha=False,
+                                 gpus=np.asarray(tp_list), hardware=req.hardware)
     if B_link is None and any(t > 1 for t in tp_list):
         raise CalcInputError("link_bandwidth_bytes_per_s", "give link_bandwidth_bytes_per_s or an interconnect id")
     if alpha is None:
@@ -213,7 +219,7 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     n_ar = layers * req.allreduces_per_layer
     mem_t = (W_read + KV) / (p * B_hbm)
     c = collective_cost("all_reduce", "ring", p, M)
-    ar_t = c["rounds"] * alpha + (c["wire"] / B_link if B_link else 0.0 * p)
+    ar_t = c["rounds"] * alpha + (c["wire"] / B_link if B_link is not None else 0.0 * p)
     comm_t = n_ar * ar_t
     comp_t = np.zeros_like(p)
     if req.flops_per_token is not None and req.flop_per_s is not None:
@@ -228,8 +234,8 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         a_pp, b_pp = resolve_link(lookup, res, req.pp_link, req.pp_link_alpha_s, req.pp_link_bandwidth_bytes_per_s, loc="pp_link",
                                   alpha_loc="pp_link_alpha_s")
         if req.pp_link is None:
-            a_pp = alpha if a_pp is None else a_pp
-            b_pp = B_link if b_pp is None else b_pp
+            a_pp = _at(alpha, 0) if a_pp is None else a_pp
+            b_pp = _at(B_link, 0) if b_pp is None else b_pp
         if b_pp is None:
             raise CalcInputError("pp_link_bandwidth_bytes_per_s", "give the bandwidth between stages (or a TP link)")
         a_pp = a_pp or 0.0
@@ -254,7 +260,8 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
              mem_t[i0], "s")
     ia = next((i for i, v in enumerate(tp_list) if v > 1), i0)
     res.step(f"ring all-reduce (p = {int(p[ia])})", "t_ar = 2(p−1)α + 2(p−1)/p × M / B_link",
-             f"{num(c['rounds'][ia])} × {fmt_s(alpha)} + {fmt_bytes(c['wire'][ia])} / {fmt_rate(B_link) if B_link else '—'}", ar_t[ia], "s")
+             f"{num(c['rounds'][ia])} × {fmt_s(_at(alpha, ia))} + {fmt_bytes(c['wire'][ia])} / "
+             f"{fmt_rate(_at(B_link, ia)) if B_link is not None else '—'}", ar_t[ia], "s")
     res.step(f"communication (p = {int(p[ia])})", "t_comm = layers × all-reduces per layer × t_ar",
              f"{num(layers)} × {req.allreduces_per_layer} × {fmt_s(ar_t[ia])}", comm_t[ia], "s")
     res.step(f"step time (p = {int(p[i0])})", "T = max(t_mem, t_compute) + t_comm" + (" + (pp − 1) × t_h" if pp > 1 else ""),

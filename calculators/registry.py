@@ -14,7 +14,8 @@ from calculators.base import Calculator, Chart
 __all__ = ["REGISTRY", "Calculator", "Chart", "get"]
 
 #: modules of the package that hold shared machinery, not calculators
-INFRASTRUCTURE = {"base", "core", "registry", "runner", "specs", "formats", "architecture", "hf_config"}
+INFRASTRUCTURE = {"base", "core", "registry", "runner", "specs", "formats", "architecture", "hf_config", "link_fit",
+                  "measured", "measured_tables", "measured_step"}
 
 
 def _discover() -> dict[str, Calculator]:

@@ -220,3 +220,45 @@ def alpha_assumption(link: LinkSpec, field_name: str) -> str:
     """The loud sentence for a link without a sourced latency: α = 0 is a lower bound, never silent."""
     return (f"α NOT SOURCED: link {link.id} has no sourced start-up latency, so α = 0 s is used — communication time "
             f"is a lower bound (bandwidth only). Give `{field_name}` to include start-up latency.")
+
+
+# --------------------------------------------------------------------------- measured α–β of links
+
+_FIT_CACHE: dict[str, list] = {}
+
+
+def measured_link_fits(lookup: Lookup, link_id: str, hardware_id: str | None = None):
+    """All-reduce fits (one per GPU count) of the measured system behind a link, or None when none is measured.
+
+    A link maps to the systems measured over it (`lookup("measurement", "systems")`); when the request names
+    hardware measured on that link, its system is used, else the link's first system."""
+    from calculators.link_fit import fit_all_reduce
+
+    try:
+        systems = lookup("measurement", "systems")
+    except KeyError:
+        return None
+    candidates = list((systems.get("links") or {}).get(link_id) or [])
+    if not candidates:
+        return None
+    own = (systems.get("hardware") or {}).get(hardware_id) if hardware_id else None
+    system = own if own in candidates else candidates[0]
+    try:
+        table = lookup("measurement", f"{system}/nccl")
+    except KeyError:
+        return None
+    key = table.get("sha256") or f"{system}/nccl"
+    if key not in _FIT_CACHE:
+        src = {k: table.get(k) for k in ("system", "table", "framework", "version", "gpu", "file", "sha256")}
+        _FIT_CACHE[key] = fit_all_reduce(table["columns"], src)
+    return _FIT_CACHE[key] or None
+
+
+def describe_fit(fit, exact: bool) -> str:
+    s = fit.source
+    where = f"NCCL {s.get('version')} all-reduce on {s.get('system')} ({s.get('gpu')})"
+    at = f"{fit.gpus} GPUs" if exact else f"{fit.gpus} GPUs, the nearest measured count"
+    return (f"measured fit, {where}, {at}: T = {num(fit.start_up_s * 1e6, 4)} µs + M / {num(fit.algorithm_bytes_per_s / 1e9, 4)} "
+            f"GB/s, i.e. α = {num(fit.alpha_s * 1e6, 4)} µs per ring round and B = {num(fit.link_bytes_per_s / 1e9, 4)} GB/s "
+            f"one way; RMS relative residual {num(fit.rms_relative_residual * 100, 3)} % over {fit.points} points "
+            "(NVIDIA AIConfigurator measurements, Apache-2.0)")

@@ -60,7 +60,7 @@ def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
     if layers is None:
         raise CalcInputError("layers", "give layers, a model id or a model_config")
     alpha, bw = resolve_link(lookup, res, req.link, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
-                             alpha_loc="link_alpha_s", need_alpha=False)
+                             alpha_loc="link_alpha_s", need_alpha=False, gpus=req.tp)
     no_alpha = alpha is None
     x = broadcast({"tokens": req.tokens, "tp": req.tp, "link_alpha_s": 0.0 if alpha is None else alpha,
                    "link_bandwidth_bytes_per_s": np.nan if bw is None else bw})

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 import duckdb
 from sqlmodel import SQLModel
 
+from knowledge import measurements as M
 from knowledge import tables as T
 from knowledge.loader import DATA_DIR, Catalog, DuplicateKeys, load_catalog
 from knowledge.migrate import MIGRATIONS_DIR, upgrade
@@ -21,6 +23,8 @@ from knowledge.validate import Problem, Validated, validate_catalog
 
 DEFAULT_DB = Path(os.environ.get("CASEBOOK_DB", Path(__file__).resolve().parent.parent / "var" / "casebook.duckdb"))
 SCHEMA_VERSION = "1"
+#: file suffixes that make up the store's content (besides NOTICE files)
+HASHED = {".yaml", ".yml", ".sql", ".parquet"}
 
 
 class BuildError(Exception):
@@ -30,10 +34,11 @@ class BuildError(Exception):
 
 
 def content_hash(data_dir: Path = DATA_DIR, migrations_dir: Path = MIGRATIONS_DIR) -> str:
-    """SHA-256 over the data files and migrations (names and bytes): the store's identity."""
+    """SHA-256 over the data files (YAML, the measured Parquet tables and their NOTICE) and the
+    migrations (names and bytes): the store's identity."""
     h = hashlib.sha256(SCHEMA_VERSION.encode())
     for base in (data_dir, migrations_dir):
-        for path in sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in {".yaml", ".yml", ".sql"}):
+        for path in sorted(p for p in base.rglob("*") if p.is_file() and (p.suffix in HASHED or p.name == "NOTICE")):
             h.update(str(path.relative_to(base)).encode())
             h.update(path.read_bytes())
     return h.hexdigest()
@@ -80,7 +85,10 @@ def _validated(data_dir: Path) -> tuple[Catalog, Validated]:
         return Catalog(), Validated(problems=[Problem(str(getattr(exc, "filename", "") or "data"), "-", "-", str(exc))])
     except Exception as exc:  # yaml.YAMLError carries the file position in its message
         return Catalog(), Validated(problems=[Problem("data", "-", "-", f"cannot parse: {exc}")])
-    return cat, validate_catalog(cat, _calculator_names())
+    validated = validate_catalog(cat, _calculator_names())
+    validated.problems.extend(Problem("measured/manifest.yaml", "-", "sha256", msg)
+                              for msg in M.check_files(data_dir / "measured"))
+    return cat, validated
 
 
 # ---------------------------------------------------------------------------- enrichment
@@ -109,8 +117,35 @@ def _insert(con: duckdb.DuckDBPyConnection, table: type[SQLModel], rows: list[di
                     [tuple(r[c] for c in cols) for r in rows])
 
 
-def write(validated: Validated, db: Path, digest: str) -> dict[str, int]:
-    """Write validated records to a new file at `db` (replacing it atomically)."""
+def _write_measurements(con: duckdb.DuckDBPyConnection, measured: Path) -> list[str]:
+    """Load the measured Parquet tables (`measured/manifest.yaml`) into `measured_<table>` tables,
+    each row with its `system` and `file` (manifest path), files in manifest order, rows in file order.
+    Returns the table names created."""
+    manifest = M.load_manifest(measured)
+    files = manifest.get("files", [])
+    _insert(con, T.MeasurementFile, [T.MeasurementFile.row(f) for f in files])
+    header = {k: v for k, v in manifest.items() if k != "files"}
+    _insert(con, T.Meta, [{"key": "measurement_manifest", "value": json.dumps(header, ensure_ascii=False)},
+                          {"key": "measurement_systems", "value": json.dumps(M.load_systems(measured), ensure_ascii=False)}])
+    created = []
+    for table in M.TABLES:
+        group = [f for f in files if f["table"] == table]
+        if not group:
+            continue
+        name = f"measured_{table}"
+        paths = [str(measured / f["path"]) for f in group]
+        con.execute(f"CREATE TABLE {name} AS SELECT ''::VARCHAR AS system, ''::VARCHAR AS file, * "
+                    "FROM read_parquet(?, union_by_name = true) LIMIT 0", [paths])
+        for f, path in zip(group, paths):
+            con.execute(f"INSERT INTO {name} BY NAME SELECT ?::VARCHAR AS system, ?::VARCHAR AS file, * "
+                        "FROM read_parquet(?)", [f["system"], f["path"], path])
+        created.append(name)
+    return created
+
+
+def write(validated: Validated, db: Path, digest: str, data_dir: Path = DATA_DIR) -> dict[str, int]:
+    """Write validated records (and the measured tables under `data_dir/measured`) to a new file at
+    `db`, replacing it atomically."""
     db.parent.mkdir(parents=True, exist_ok=True)
     tmp = db.with_name(db.name + f".tmp{os.getpid()}")
     for p in (tmp, Path(str(tmp) + ".wal")):
@@ -138,11 +173,14 @@ def write(validated: Validated, db: Path, digest: str) -> dict[str, int]:
         _insert(con, T.Meta, [{"key": k, "value": v} for k, v in (
             ("content_hash", digest), ("built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
             ("schema_version", SCHEMA_VERSION))])
+        measured = _write_measurements(con, data_dir / "measured")
         con.execute("COMMIT")
         con.execute("CHECKPOINT")
         for kind, table in (*T.TABLES.items(), ("hardware_peak", T.HardwarePeak),
                             ("framework_feature", T.FrameworkFeature), ("fact", T.Fact)):
             counts[kind] = con.execute(f"SELECT count(*) FROM {table.__tablename__}").fetchone()[0]
+        for name in measured:
+            counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     finally:
         con.close()
     os.replace(tmp, db)
@@ -154,7 +192,7 @@ def build(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> dict[str, int]:
     _, validated = _validated(data_dir)
     if validated.problems:
         raise BuildError(validated.problems)
-    return write(validated, db, content_hash(data_dir))
+    return write(validated, db, content_hash(data_dir), data_dir)
 
 
 def ensure_built(db: Path = DEFAULT_DB) -> bool:

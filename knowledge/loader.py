@@ -89,6 +89,7 @@ class Catalog:
 
     records: dict[str, list[dict]] = field(default_factory=dict)
     origin: dict[int, str] = field(default_factory=dict)  # id(record) -> relative file name
+    data_dir: Path | None = None  # where the files were read (the measured tables live under it)
 
     def by_id(self, kind: str) -> dict[str, dict]:
         key = "slug" if kind == "case" else "id"
@@ -114,7 +115,7 @@ def load_yaml(path: Path, name: str | None = None) -> list:
 
 
 def load_catalog(data_dir: Path = DATA_DIR) -> Catalog:
-    cat = Catalog()
+    cat = Catalog(data_dir=Path(data_dir))
     for kind, pattern in FILES.items():
         rows: list[dict] = []
         for path in sorted(data_dir.glob(pattern)):
@@ -137,11 +138,24 @@ def default_catalog() -> Catalog:
     return load_catalog()
 
 
+@functools.lru_cache(maxsize=4)
+def _measurements(directory: Path):
+    """The measured tables under `directory`, read from Parquet on first use (once per directory)."""
+    from knowledge.measurements import from_directory
+
+    return from_directory(directory)
+
+
 def catalog_lookup(cat: Catalog):
-    """A calculators `Lookup` over a catalog: (kind, id) -> record, KeyError when unknown."""
+    """A calculators `Lookup` over a catalog: (kind, id) -> record, KeyError when unknown.
+
+    Kind "measurement" reads the measured Parquet tables beside the data files directly (no store):
+    "index", "systems" or "<system>/<table>" (see `knowledge.measurements.Measurements`)."""
     index = {kind: cat.by_id(kind) for kind in cat.records}
 
-    def lookup(kind: str, ident: str) -> dict:
+    def lookup(kind: str, ident: str):
+        if kind == "measurement":
+            return _measurements(Path(cat.data_dir or DATA_DIR) / "measured").lookup(ident)
         return index[kind][ident]
 
     return lookup

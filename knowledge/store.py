@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 from sqlalchemy import func
 from sqlmodel import Session, create_engine, select
 
 from knowledge import tables as T
+from knowledge.measurements import TABLES as MEASURED_TABLES
+from knowledge.measurements import Measurements
 
 KINDS = ("source", "hardware", "link", "model", "framework", "price", "case", "derivation", "glossary", "claim")
 KEY = {"case": "slug"}
@@ -53,6 +56,81 @@ class Store:
         self._by_case: dict[str, list[dict]] = {}
         for d in self.records["derivation"].values():
             self._by_case.setdefault(d["case"], []).append(d)
+        self._load_measurements()
+
+    def _load_measurements(self) -> None:
+        """The manifest of the measured tables and the columns of each `measured_<table>` (rows stay in SQL)."""
+        with Session(self.engine) as s:
+            rows = s.exec(select(T.MeasurementFile).order_by(T.MeasurementFile.path)).all()
+        self.measurement_files: list[dict[str, Any]] = []
+        for r in rows:
+            f = r.model_dump()
+            f["table"] = f.pop("table_name")
+            f["columns"] = f["columns"].split(",") if f["columns"] else []
+            self.measurement_files.append(f)
+        self.measurement_header: dict[str, Any] = orjson.loads(self.meta.get("measurement_manifest") or "{}")
+        systems = orjson.loads(self.meta.get("measurement_systems") or "{}")
+        self.measured_columns: dict[str, list[str]] = {}
+        for table in MEASURED_TABLES:
+            cols = self._sql(f"SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                             f"ORDER BY ordinal_position", [f"measured_{table}"])
+            if cols:
+                self.measured_columns[table] = [c[0] for c in cols]
+        self.measurements = Measurements(self.measurement_files, systems, self._measured_file_columns)
+
+    def _sql(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
+        """Rows of one read-only SQL statement on a pooled connection (`?` parameters)."""
+        raw = self.engine.raw_connection()
+        try:
+            return raw.driver_connection.execute(sql, params or []).fetchall()
+        finally:
+            raw.close()
+
+    def _measured_file_columns(self, f: dict[str, Any]) -> dict[str, np.ndarray]:
+        """One measured file's own columns as NumPy arrays, rows in file order."""
+        cols = ", ".join(f'"{c}"' for c in f["columns"])
+        raw = self.engine.raw_connection()
+        try:
+            cur = raw.driver_connection.execute(
+                f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid", [f["path"]])
+            return dict(cur.fetchnumpy())
+        finally:
+            raw.close()
+
+    def measured_distinct(self, table: str, column: str, limit: int = 100) -> list[Any]:
+        """The values one column of `measured_<table>` takes (sorted, at most `limit`; cached)."""
+        key = (table, column)
+        cache = self.__dict__.setdefault("_distinct", {})
+        if key not in cache:
+            if column not in self.measured_columns.get(table, []):
+                raise KeyError(column)
+            cache[key] = [r[0] for r in self._sql(f'SELECT DISTINCT "{column}" FROM measured_{table} '
+                                                 f'WHERE "{column}" IS NOT NULL ORDER BY 1 LIMIT ?', [limit])]
+        return cache[key]
+
+    def measured_page(self, table: str, where: dict[str, Any], limit: int = 50, offset: int = 0) -> Page:
+        """A page of rows of `measured_<table>`: `where` maps a column (or `framework_dir`, the file's
+        framework folder) to an exact value, text case-insensitively. Rows in file order. KeyError for an
+        unknown table or column."""
+        columns = self.measured_columns[table]
+        conds, params = [], []
+        for col, value in where.items():
+            if value is None:
+                continue
+            if col == "framework_dir":
+                conds.append("file IN (SELECT path FROM measurement_file WHERE lower(framework) = lower(?))")
+            elif col not in columns:
+                raise KeyError(col)
+            elif isinstance(value, str):
+                conds.append(f'lower("{col}") = lower(?)')
+            else:
+                conds.append(f'"{col}" = ?')
+            params.append(value)
+        clause = (" WHERE " + " AND ".join(conds)) if conds else ""
+        total = self._sql(f"SELECT count(*) FROM measured_{table}{clause}", params)[0][0]
+        rows = self._sql(f"SELECT * FROM measured_{table}{clause} ORDER BY file, rowid LIMIT ? OFFSET ?",
+                         [*params, limit, offset])
+        return Page([dict(zip(columns, r)) for r in rows], int(total), limit, offset)
 
     def _default_order(self, kind: str):
         t = T.TABLES[kind]
@@ -70,8 +148,11 @@ class Store:
     def get(self, kind: str, ident: str) -> dict | None:
         return self.records.get(kind, {}).get(ident)
 
-    def lookup(self, kind: str, ident: str) -> dict:
-        """Calculators' Lookup: KeyError when unknown."""
+    def lookup(self, kind: str, ident: str) -> Any:
+        """Calculators' Lookup: KeyError when unknown. Kind "measurement" answers "index", "systems" and
+        "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`)."""
+        if kind == "measurement":
+            return self.measurements.lookup(ident)
         return self.records[kind][ident]
 
     def derivations_of(self, slug: str) -> list[dict]:

