@@ -20,7 +20,8 @@ from calculators.core import (
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.base import Calculator, Chart
-from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.architecture import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
 from calculators.specs import explain_memory_rule, hardware_spec, note_scope
 from calculators.collective import collective_cost, resolve_link
@@ -33,6 +34,7 @@ class ParallelSplitRequest(CalcRequest):
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id: weights (params × dtype), layers, hidden size, KV shape.", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
+    estimate: Estimate | None = ESTIMATE_FIELD
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
     interconnect: str | None = Field(None, min_length=1, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency.", examples=["nvlink4"])
     weight_bytes: NonNegFloat | None = Field(None, description="Weight bytes W of the whole model (overrides the model).", examples=[16.4e9])
@@ -97,6 +99,33 @@ def _kv_from_model(rec: dict, tokens: int, fmt: Fmt, res: Result) -> float:
         raise CalcInputError("model", f"{rec.get('id')} has no layer groups; give kv_bytes")
     groups = groups_from_model(rec, res, "model")
     return float(kv_sizes(groups, fmt, FORMATS["fp32"], np.asarray(tokens, dtype=np.int64)).bytes_per_request)
+
+
+def _measured(req, lookup: Lookup, res: Result, rec, p, bound_step, comm_t, fits, context: int, kv_fmt) -> dict:
+    """Per-candidate measured step times: measured kernels of the hardware's system for everything but the
+    all-reduces, which keep this calculator's link model (measured fit of the interconnect, or the given α–β)."""
+    if rec is None:
+        if req.estimate == "measured":
+            raise CalcInputError("estimate", "a measured estimate needs a model (model or model_config)")
+        return {}
+    arch = arch_from_record(rec, None, "model")
+    shipped = shipped_weight_formats(rec.get("weight_dtype"))
+    wfmt = shipped.main.name if shipped is not None else "bf16"
+    kfmt = kv_fmt.name if kv_fmt is not None and kv_fmt.name in FORMATS else ("fp8" if req.kv_bytes_per_value == 1 else "bf16")
+    est = step_estimate(req, lookup, res, arch=arch, hardware_id=req.hardware, phase="decode", batch=req.batch,
+                        tokens=1, context_tokens=context, tp=p, weight_format=wfmt, kv_format=kfmt, bound_s=bound_step)
+    if not est:
+        return {}
+    kernels = np.asarray(est["measured_time_s"], dtype=float) - np.asarray(est["measured_parts_s"].get("allreduce", 0.0), dtype=float)
+    total = kernels + comm_t
+    res.step("measured step", "T_measured = measured kernels (without all-reduce) + t_comm of this link",
+             f"{fmt_s(kernels[0])} + {fmt_s(comm_t[0])}", total, "s")
+    masked = np.where(fits, total, np.inf)
+    best = int(np.argmin(masked)) if np.isfinite(masked).any() else None
+    est.update(measured_step_time_s=out(total), measured_to_bound_ratio=out(total / bound_step),
+               measured_best={"tp": int(p[best]), "measured_step_time_s": float(total[best])} if best is not None else None)
+    est.pop("measured_time_s", None)
+    return est
 
 
 def _at(x, i: int):
@@ -171,6 +200,7 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
             W = res.step("weight bytes", "W = params × bytes/param", f"{num(params)} × {num(bpp)}", float(params) * bpp, "B")
     W_read = req.weight_read_bytes if req.weight_read_bytes is not None else W
     # ---- KV
+    kfmt = None
     KV = req.kv_bytes
     if KV is None:
         if rec is not None and req.context_tokens is not None:
@@ -292,6 +322,11 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     if best_i is not None:
         res.step("best candidate", "argmin T(p) over candidates that fit", f"TP = {tp_list[best_i]}", step[best_i], "s")
 
+    measured = _measured(req, lookup, res, rec, p, step, comm_t, fits, context=req.context_tokens or 0,
+                         kv_fmt=kfmt if (rec is not None and req.kv_bytes is None and req.context_tokens is not None) else None)
+    if measured:
+        for cand, t_m in zip(candidates, measured["measured_step_time_s"]):
+            cand["measured_step_time_s"] = t_m
     scalar = not isinstance(req.tp, list)
 
     def flat(a):
@@ -307,6 +342,7 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         "weight_bytes": out(W), "kv_bytes": out(KV), "message_bytes": out(M), "allreduces": n_ar,
         "pipeline": pipeline,
         "what_if": _what_ifs(req, lookup, res, best_i, comm_t.tolist(), mem_t.tolist()),
+        **({k: v for k, v in measured.items() if k != "measured_step_time_s"} if measured else {}),
     }
     res.assume(
         "First-pass decode model: every step reads the weights and KV once, split evenly over the TP ranks; local compute is "

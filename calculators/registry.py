@@ -15,7 +15,7 @@ __all__ = ["REGISTRY", "Calculator", "Chart", "get"]
 
 #: modules of the package that hold shared machinery, not calculators
 INFRASTRUCTURE = {"base", "core", "registry", "runner", "specs", "formats", "architecture", "hf_config", "link_fit",
-                  "measured", "measured_tables", "measured_step"}
+                  "measured", "measured_tables", "measured_step", "measured_estimate"}
 
 
 def _discover() -> dict[str, Calculator]:

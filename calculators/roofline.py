@@ -42,6 +42,7 @@ from calculators.base import Calculator, Chart
 from calculators.specs import hardware_spec, note_scope
 from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, written_bytes
 from calculators.formats import FORMATS, resolve_format, shipped_weight_formats
+from calculators.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.weight_memory import (
     Architecture,
     Format,
@@ -139,6 +140,7 @@ class RooflineRequest(CalcRequest):
     operation: Operation | None = Field(None, description="A single operation (gemm, attention or custom FLOPs/bytes).")
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
+    estimate: Estimate | None = ESTIMATE_FIELD
     architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloat | None = Field(None, description="Active parameters per token (no shapes: attention not counted).")
     phase: Literal["prefill", "decode"] = Field("decode", description="prefill: `tokens` prompt tokens per sequence; decode: `tokens` new tokens per sequence (1, or more for speculative verification).")
@@ -393,7 +395,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
              kv_cache_bytes=out(kv_after), tokens_in_step=out(n_tok))
     res.assume("Activations, norms, softmax and sampling work and traffic are not counted.",
                "Embedding lookups read only the rows used; the embedding table is not counted as read (unless tied with the head).")
-    return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok}
+    return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok, "arch": arch, "shape": (p, s, b), "weight_format": wfmt}
 
 
 def _check_sweeps(req: RooflineRequest) -> None:
@@ -463,6 +465,13 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
             o["tokens_per_s"] = out(tps)
     o.update(work["extra"])
     res.assume("Compute and memory traffic overlap perfectly (the roofline's ideal lower bound on time).")
+    if "shape" in work and t is not None and req.segments is None:
+        p, s, b = work["shape"]
+        o.update(step_estimate(req, lookup, res, arch=work["arch"], hardware_id=req.hardware, phase=req.phase, batch=b,
+                               tokens=p, context_tokens=s, tp=1, weight_format=work["weight_format"],
+                               kv_format=req.kv_format, bound_s=t))
+    elif req.estimate == "measured":
+        raise CalcInputError("estimate", "a measured estimate needs a model step (model or model_config, with hardware)")
     res.outputs = o
     return res
 

@@ -36,7 +36,15 @@ from calculators.core import (
     out,
 )
 from calculators.base import Calculator, Chart
-from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.architecture import (
+    MODEL_CONFIG_FIELD,
+    arch_from_record,
+    groups_from_model,
+    kv_sizes,
+    model_record,
+    model_weight_bytes,
+)
+from calculators.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.formats import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
 from calculators.specs import hardware_spec, note_scope, usable_memory_bytes
 
@@ -45,6 +53,7 @@ class ServingCostRequest(CalcRequest):
     method: Literal["bandwidth", "page"] = Field("bandwidth", description="Which method fills the top-level outputs; both are reported under `methods` when their inputs are known.")
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id (params_total and the KV shape from the store).", examples=["llama-3.1-70b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
+    estimate: Estimate | None = ESTIMATE_FIELD
     params: PosFloat | None = Field(None, description="Parameter count instead of a model id.", examples=[70e9])
     bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] | None = Field(
         None, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5). Default: the model's published weight "
@@ -97,6 +106,26 @@ def page_method(params: float, bits: float, mem_gb: float, price: float, target:
     return {"model_size_gb": model_size_gb, "devices_per_replica": gpus, "tokens_per_s_per_device": per_gpu,
             "tokens_per_s_per_replica": total, "replicas": replicas, "total_devices": total_gpus,
             "cost_per_hour_usd": cost_hr, "cost_per_mtok_usd": cost_m}
+
+
+def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_step, reps, total) -> dict:
+    """The decode step from measured kernels at the same batch, context and devices (as TP), and what it costs."""
+    arch = arch_from_record(rec, None, "model")
+    shipped = shipped_weight_formats(rec.get("weight_dtype"))
+    est = step_estimate(req, lookup, res, arch=arch, hardware_id=req.hardware, phase="decode", batch=b,
+                        tokens=1, context_tokens=ctx, tp=np.asarray(dev, dtype=np.int64),
+                        weight_format=shipped.main.name if shipped is not None else "bf16",
+                        kv_format=req.kv_format, bound_s=bound_step)
+    if not est:
+        return {}
+    t = np.asarray(est["measured_time_s"], dtype=float)
+    tps = b / t
+    cost_h = total * req.price_per_device_hour_usd
+    cost_m = cost_h / (reps * tps * 3600.0) * 1e6
+    res.step("measured cost per 1M tokens", "cost/h ÷ (replicas × batch / t_measured × 3600) × 1e6",
+             f"${num(first(cost_h))}/h ÷ ({num(first(reps))} × {num(first(tps))} × 3600) × 1e6", cost_m, "USD")
+    est.update(measured_tokens_per_s_per_replica=out(tps), measured_cost_per_mtok_usd=out(cost_m))
+    return est
 
 
 def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
@@ -168,6 +197,10 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             "cost_per_mtok_at_target_usd": out(cost_h / (req.target_tokens_per_s * 3600.0) * 1e6),
             "capacity_utilization": out(req.target_tokens_per_s / (reps * tps)),
         }
+        if req.hardware and rec is not None and req.estimate != "bound":
+            methods["bandwidth"].update(_measured(req, lookup, res, rec, b, ctx, dev, step, reps, total))
+        elif req.estimate == "measured":
+            raise CalcInputError("estimate", "a measured estimate needs a model and a hardware id with measured kernels")
         res.assume("Bandwidth method: decode is memory-bound; each step reads all weights once (an upper bound for MoE at "
                    "small batch) and each sequence's KV once, split evenly across the replica's devices; prefill, "
                    "compute limits and communication are not counted.",
