@@ -48,6 +48,8 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
     mode = getattr(req, "estimate", None)
     if mode == "bound":
         return {}
+    if hardware_id is None and mode != "measured":
+        return {}   # explicit rates: nothing to look up, nothing to say
     system_name = measured_system_of(lookup, hardware_id)
     if system_name is None:
         _skip(mode, f"no measured kernels for hardware {hardware_id!r}" if hardware_id else "no hardware id given", res)
