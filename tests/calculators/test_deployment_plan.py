@@ -1,0 +1,110 @@
+"""The deployment planner, checked from first principles: memory, TP validity, SLOs, replicas, cost, optimality."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from calculators.core import GIB, CalcInputError
+from calculators.runner import compute
+from knowledge.loader import catalog_lookup, default_catalog
+
+LOOKUP = catalog_lookup(default_catalog())
+PRICES = {"h100-sxm": 2.49, "h200-sxm": 3.49, "b200-sxm": 5.99}
+TRAFFIC = {"hardware": ["h100-sxm", "h200-sxm", "b200-sxm"], "requests_per_s": 10, "input_tokens": 2000,
+           "output_tokens": 500, "ttft_s": 2.0, "tpot_s": 0.05, "price_per_device_hour_usd": PRICES}
+CAPACITY = {"h100-sxm": 80 * GIB, "h200-sxm": 141 * GIB, "b200-sxm": 180 * GIB}   # binary HBM, per device
+
+
+def plan(body: dict) -> dict:
+    return compute("deployment-plan", body, LOOKUP)[2].outputs
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return plan({"model": "llama-3.1-70b", **TRAFFIC})
+
+
+def test_llama_70b_best_plan_fits_memory_from_first_principles(llama):
+    best = llama["best"]
+    assert best is not None and best["meets_slo"] and best["fits"]
+    # Llama 3.1 70B: 80 layers, 64 heads, 8 KV heads of 128, hidden 8192, FFN 28672, vocab 128256, BF16 weights
+    L, H, KV, hd, d, f, V = 80, 64, 8, 128, 8192, 28672, 128256
+    params = L * (d * H * hd + 2 * d * KV * hd + H * hd * d + 3 * d * f + 2 * d) + 2 * V * d + d
+    tp = best["tp"] * best["pp"]
+    weights_dev = params * 2 / tp
+    kv_heads_per_rank = math.ceil(KV / best["tp"])          # a KV head is replicated when tp > 8
+    kv_per_token_dev = L * 2 * kv_heads_per_rank * hd * 2 / best["pp"]
+    kv_dev = best["batch"] * (2000 + 500) * kv_per_token_dev
+    assert weights_dev + kv_dev <= 0.9 * CAPACITY[best["hardware"]] * (1 + 1e-6)
+    assert best["memory_per_device_bytes"]["total"] == pytest.approx(weights_dev + kv_dev, rel=0.01)
+
+
+def test_every_tp_degree_is_valid(llama):
+    for c in llama["candidates"]:
+        if c["fits"]:
+            assert 64 % c["tp"] == 0 and (8 % c["tp"] == 0 or c["tp"] % 8 == 0)
+
+
+def test_best_meets_both_slos_and_its_cost_adds_up(llama):
+    best = llama["best"]
+    assert best["ttft_s"] <= 2.0 and best["tpot_s"] <= 0.05
+    devices = best["total_devices"]
+    assert best["cost_per_hour_usd"] == pytest.approx(devices * PRICES[best["hardware"]])
+    assert best["cost_per_mtok_usd"] == pytest.approx(best["cost_per_hour_usd"] / (10 * 500 * 3600) * 1e6)
+    if best["mode"] == "aggregated":
+        assert devices == best["replicas"] * best["tp"] * best["pp"]
+        # the replicas hold the decode load: λ × output tokens × step time ≤ replicas × batch slots
+        assert 10 * 500 * best["decode_step_s"] <= best["replicas"] * best["batch"] * best["pp"]
+
+
+def test_no_cheaper_candidate_meets_the_slos(llama):
+    best = llama["best"]
+    cheaper = [c for c in llama["candidates"] if c["meets_slo"] and c["cost_per_mtok_usd"] is not None
+               and c["cost_per_mtok_usd"] < best["cost_per_mtok_usd"] - 1e-12]
+    assert cheaper == []
+    assert llama["configurations_evaluated"] == len(llama["candidates"])
+    assert llama["headline"].startswith("Serve Llama 3.1 70B") and "$" in llama["headline"]
+
+
+def test_pareto_is_a_frontier(llama):
+    front = llama["pareto"]
+    assert front
+    for a in front:
+        assert not any(b["tokens_per_s_per_device"] > a["tokens_per_s_per_device"]
+                       and b["tokens_per_s_per_user"] > a["tokens_per_s_per_user"] for b in llama["candidates"] if b["fits"]
+                       and b["tokens_per_s_per_device"])
+
+
+def test_a_moe_model_plans_with_valid_expert_parallelism():
+    o = plan({"model": "qwen3-30b-a3b", **TRAFFIC})
+    assert o["best"] is not None and o["best"]["meets_slo"]
+    for c in o["candidates"]:
+        assert 128 % c["ep"] == 0 and c["tp"] % c["ep"] == 0
+
+
+def test_nothing_meets_says_which_constraint_fails():
+    o = plan({"model": "llama-3.1-70b", **TRAFFIC, "tpot_s": 0.001})
+    assert o["best"] is None and "TPOT fails everywhere" in o["why"] and o["headline"].startswith("No configuration")
+
+
+def test_no_price_is_never_zero():
+    o = plan({"model": "llama-3.1-8b", **{k: v for k, v in TRAFFIC.items() if k != "price_per_device_hour_usd"},
+              "hardware": ["mi300x"], "estimate": "bound"})
+    assert all(c["cost_per_mtok_usd"] is None for c in o["candidates"])
+    assert o["best"] is None and "price" in o["why"]
+
+
+def test_disaggregated_plans_have_both_pools():
+    o = plan({"model": "llama-3.1-70b", **TRAFFIC, "mode": "disaggregated"})
+    ok = [c for c in o["candidates"] if c["meets_slo"]]
+    assert ok
+    for c in ok:
+        assert c["prefill_pool"]["devices"] + c["decode_pool"]["devices"] == c["total_devices"]
+        assert c["ttft_s"] == pytest.approx(c["prefill_pool"]["ttft_s"])
+
+
+def test_search_space_is_bounded():
+    with pytest.raises(CalcInputError):
+        plan({"model": "llama-3.1-70b", **TRAFFIC, "batch": list(range(1, 2049)), "tp": list(range(1, 17)), "pp": list(range(1, 5))})
+    assert math.isfinite(1.0)
