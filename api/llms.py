@@ -37,6 +37,16 @@ def llms_txt(counts: dict[str, int]) -> str:
         "- [/api/v1/search?q=](/api/v1/search?q=kv%20cache): ranked search, English or Chinese (q=推测解码).",
         "- [/api/v1/coverage](/api/v1/coverage): which worked examples a calculator recomputes.",
         "",
+        "## Measured data (GET JSON; NVIDIA aiconfigurator-core 0.12.0 tables, Apache-2.0, copied unmodified)",
+        "- [/api/v1/measurements](/api/v1/measurements): the measured tables with provenance (system, table, framework, "
+        "version, GPU, path in the wheel, sha256); ?system=h100_sxm&table=nccl.",
+        "- [/api/v1/measurements/{table}](/api/v1/measurements/nccl?system=h100_sxm&op_name=all_reduce&num_gpus=8): rows of "
+        "nccl, custom_allreduce, gemm, context_attention, generation_attention or moe, filtered by any column; `latency` is "
+        "in ms and `message_size` in elements as published, with `latency_s` and `message_bytes` added.",
+        "- [/api/v1/measurements/fits](/api/v1/measurements/fits?system=h100_sxm&table=nccl): the α–β fits of the measured "
+        "all-reduces per system, table and GPU count (T = a + M/b by least squares on relative error; ring reading "
+        "α = a/(2(p−1)), B = b·2(p−1)/p), with RMS and max relative residual and the measured file and sha256; ?system, ?table, ?gpus.",
+        "",
         "## MCP",
         "- Streamable HTTP at /mcp. Tools: one per calculator (name with underscores, e.g. kv_cache, parallel_split), "
         "plus search, get_case, get_model, get_hardware, list_calculators. Read-only.",

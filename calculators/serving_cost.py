@@ -32,6 +32,7 @@ from calculators.core import (
     fact_value,
     first,
     fmt_bytes,
+    fmt_s,
     num,
     out,
 )
@@ -65,7 +66,11 @@ class ServingCostRequest(CalcRequest):
     memory_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Device memory bandwidth in B/s.")
     price_per_device_hour_usd: PosFloat = Field(description="Price of one device for one hour, USD.", examples=[8.0])
     target_tokens_per_s: PosFloat = Field(description="Output tokens per second the service must deliver.", examples=[1000])
-    batch: PosIntSweep = Field(1, description="Sequences decoded together per replica. Sweepable.", examples=[[1, 16, 64]])
+    batch: PosIntSweep | None = Field(None, description="Sequences decoded together per replica. Sweepable. Default: the largest "
+                                      "power of two that fits the replica's memory and keeps the decode step within "
+                                      "`tpot_target_s`.", examples=[[1, 16, 64]])
+    tpot_target_s: PosFloat = Field(0.05, description="Decode-step target used to choose the batch when none is given "
+                                    "(default 50 ms: 20 tokens/s per user, a common interactive target).")
     context_tokens: NonNegIntSweep = Field(0, description="Average tokens in each sequence's KV cache. Sweepable.", examples=[4096])
     memory_utilization: Fraction = Field(0.9, description="Usable fraction of device memory for weights + KV (> 0; default 0.9, "
                                          "vLLM's gpu_memory_utilization, the memory rule of every calculator).")
@@ -108,6 +113,26 @@ def page_method(params: float, bits: float, mem_gb: float, price: float, target:
             "cost_per_hour_usd": cost_hr, "cost_per_mtok_usd": cost_m}
 
 
+BATCH_LADDER = 2 ** np.arange(0, 13)   # 1 … 4096
+
+
+def _largest_batch(W: float, kv_seq: np.ndarray, usable: float, bw: float, target_s: float, res: Result) -> np.ndarray:
+    """Per context point, the largest power-of-two batch whose KV fits beside the weights on the devices the weights
+    need, and whose bandwidth-bound decode step stays within `target_s` (1 when even that misses the target)."""
+    dev = np.maximum(1.0, np.ceil(W / usable - 1e-12))
+    ladder = BATCH_LADDER[:, None].astype(float)
+    need = W + ladder * kv_seq.reshape(1, -1)
+    ok = (need <= dev * usable) & (need / (dev * bw) <= target_s)
+    idx = np.where(ok.any(axis=0), ok.shape[0] - 1 - np.argmax(ok[::-1], axis=0), 0)
+    chosen = BATCH_LADDER[idx].astype(float).reshape(kv_seq.shape)
+    res.step("batch (chosen)", "largest 2^k with W + batch × KV ≤ devices × usable and step ≤ tpot target",
+             f"{num(chosen.reshape(-1)[0])} on {num(dev)} device(s), target {fmt_s(target_s)}", chosen, "sequences")
+    res.assume(f"No batch given: the largest power-of-two batch that fits the memory of the {num(dev)} device(s) the "
+               f"weights need and keeps the bandwidth-bound decode step within {fmt_s(target_s)} (tpot_target_s) is used"
+               + ("; even batch 1 misses that target." if not ok.any() else "."))
+    return chosen
+
+
 def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_step, reps, total) -> dict:
     """The decode step from measured kernels at the same batch, context and devices (as TP), and what it costs."""
     arch = arch_from_record(rec, None, "model")
@@ -144,7 +169,7 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         mem = hw.require("memory_bytes", "hardware")
         bw = hw.require("memory_bandwidth_bytes_per_s", "hardware")
         hw.cite(res, "memory_bytes", "memory_bandwidth_bytes_per_s")
-    x = broadcast({"batch": req.batch, "context_tokens": req.context_tokens})
+    x = broadcast({"batch": req.batch if req.batch is not None else 1, "context_tokens": req.context_tokens})
     b, ctx = x["batch"], x["context_tokens"]
     bpp = req.bytes_per_param
     if bpp is not None:
@@ -174,9 +199,12 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             res.assume("No KV size known: KV cache is taken as zero (give kv_bytes_per_token).")
         if req.memory_utilization <= 0 or req.bandwidth_efficiency <= 0:
             raise CalcInputError("memory_utilization" if req.memory_utilization <= 0 else "bandwidth_efficiency", "must be > 0")
+        usable = float(usable_memory_bytes(mem, req.memory_utilization, req.runtime_reserve_bytes))
+        if req.batch is None:
+            b = _largest_batch(W, np.asarray(kv_seq, dtype=float), usable, bw * req.bandwidth_efficiency, req.tpot_target_s, res)
+            res.inputs["batch"] = out(b)
         need = W + b * kv_seq
         res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
-        usable = float(usable_memory_bytes(mem, req.memory_utilization, req.runtime_reserve_bytes))
         dev = np.maximum(1.0, np.ceil(need / usable - 1e-12))
         res.step("devices per replica", "⌈need / (M × utilization − reserve)⌉", f"⌈{fmt_bytes(first(need))} / {fmt_bytes(usable)}⌉", dev, "devices")
         step = need / (dev * bw * req.bandwidth_efficiency)

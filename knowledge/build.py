@@ -1,5 +1,9 @@
 """Build the DuckDB store from the data files: validate, migrate, load, then swap in atomically.
 
+Besides the records and the measured tables it derives one set of facts: the α–β fit of every measured
+all-reduce (`measured_fit`, one row per system, table and GPU count, via `calculators.link_fit`), each
+row naming the measured file and sha256 it was fitted to.
+
 `python -m knowledge.build [--db PATH] [--check]` is the same as `casebook build`.
 """
 from __future__ import annotations
@@ -10,9 +14,11 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
+import numpy as np
 from sqlmodel import SQLModel
 
 from knowledge import measurements as M
@@ -143,6 +149,34 @@ def _write_measurements(con: duckdb.DuckDBPyConnection, measured: Path) -> list[
     return created
 
 
+def measured_fit_rows(files: list[dict], read: Callable[[dict], dict[str, np.ndarray]]) -> list[dict]:
+    """The `measured_fit` rows: `fit_all_reduce` over the all-reduce rows of every fitted table
+    (`T.FITTED_TABLES`) of every measured file, `read(f)` giving that file's columns."""
+    from calculators.link_fit import fit_all_reduce
+
+    rows = []
+    for f in files:
+        if f["table"] not in T.FITTED_TABLES:
+            continue
+        columns = read(f)
+        backend = T.FITTED_TABLES[f["table"]] if "backend" in columns else None
+        source = {k: f.get(k) for k in ("system", "table", "framework", "version", "gpu", "sha256")} | {"file": f["path"]}
+        rows += [T.MeasuredFit.row(fit.as_dict(), f) for fit in fit_all_reduce(columns, source, backend=backend)]
+    return rows
+
+
+def _write_fits(con: duckdb.DuckDBPyConnection, measured: Path) -> int:
+    """Fit the measured all-reduces as loaded into `measured_<table>` and write `measured_fit`; returns the rows."""
+    def read(f: dict) -> dict[str, np.ndarray]:
+        cols = ", ".join(f'"{c}"' for c in f["columns"])
+        return dict(con.execute(f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid",
+                                [f["path"]]).fetchnumpy())
+
+    rows = measured_fit_rows(M.load_manifest(measured).get("files", []), read)
+    _insert(con, T.MeasuredFit, rows)
+    return len(rows)
+
+
 def write(validated: Validated, db: Path, digest: str, data_dir: Path = DATA_DIR) -> dict[str, int]:
     """Write validated records (and the measured tables under `data_dir/measured`) to a new file at
     `db`, replacing it atomically."""
@@ -174,10 +208,12 @@ def write(validated: Validated, db: Path, digest: str, data_dir: Path = DATA_DIR
             ("content_hash", digest), ("built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
             ("schema_version", SCHEMA_VERSION))])
         measured = _write_measurements(con, data_dir / "measured")
+        _write_fits(con, data_dir / "measured")
         con.execute("COMMIT")
         con.execute("CHECKPOINT")
         for kind, table in (*T.TABLES.items(), ("hardware_peak", T.HardwarePeak),
-                            ("framework_feature", T.FrameworkFeature), ("fact", T.Fact)):
+                            ("framework_feature", T.FrameworkFeature), ("fact", T.Fact),
+                            ("measured_fit", T.MeasuredFit)):
             counts[kind] = con.execute(f"SELECT count(*) FROM {table.__tablename__}").fetchone()[0]
         for name in measured:
             counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]

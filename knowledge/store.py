@@ -72,8 +72,8 @@ class Store:
         systems = orjson.loads(self.meta.get("measurement_systems") or "{}")
         self.measured_columns: dict[str, list[str]] = {}
         for table in MEASURED_TABLES:
-            cols = self._sql(f"SELECT column_name FROM information_schema.columns WHERE table_name = ? "
-                             f"ORDER BY ordinal_position", [f"measured_{table}"])
+            cols = self._sql("SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+                             "ORDER BY ordinal_position", [f"measured_{table}"])
             if cols:
                 self.measured_columns[table] = [c[0] for c in cols]
         self.measurements = Measurements(self.measurement_files, systems, self._measured_file_columns)
@@ -131,6 +131,25 @@ class Store:
         rows = self._sql(f"SELECT * FROM measured_{table}{clause} ORDER BY file, rowid LIMIT ? OFFSET ?",
                          [*params, limit, offset])
         return Page([dict(zip(columns, r)) for r in rows], int(total), limit, offset)
+
+    def measured_fits(self, system: str | None = None, table: str | None = None, gpus: int | None = None,
+                      limit: int = 100, offset: int = 0) -> Page:
+        """A page of the stored α–β fits of the measured all-reduces (`measured_fit`), filtered exactly
+        (text case-insensitively), ordered by system, table and GPU count. Each item names its `table`."""
+        t = T.MeasuredFit
+        conds = [func.lower(col) == value.lower() for col, value in ((t.system, system), (t.table_name, table))
+                 if value is not None]
+        if gpus is not None:
+            conds.append(t.gpus == gpus)
+        with Session(self.engine) as s:
+            total = s.exec(select(func.count()).select_from(t).where(*conds)).one()
+            rows = s.exec(select(t).where(*conds).order_by(t.system, t.table_name, t.gpus).offset(offset).limit(limit)).all()
+        items = [{("table" if c == "table_name" else c): getattr(r, c) for c in t.model_fields} for r in rows]
+        return Page(items, int(total), limit, offset)
+
+    def fits_of(self, system: str, table: str) -> list[dict]:
+        """Every stored fit of one measured system's table, by GPU count."""
+        return self.measured_fits(system, table, limit=1000).items
 
     def _default_order(self, kind: str):
         t = T.TABLES[kind]

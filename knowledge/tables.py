@@ -221,10 +221,53 @@ class MeasurementFile(SQLModel, table=True):
         return {**{k: f.get(k) for k in cls.model_fields}, "table_name": f["table"], "columns": ",".join(f["columns"])}
 
 
+#: the measured tables whose all-reduce rows are fitted at build time -> the backend fitted (None: the table has none)
+FITTED_TABLES: dict[str, Optional[str]] = {"nccl": None, "custom_allreduce": "vllm_graph"}
+#: how every fit of `measured_fit` was made (stored with each row)
+FIT_METHOD = ("Weighted least squares on the relative error (each point weighted by 1/T) of T = a + M/b over the "
+              "16-bit all_reduce rows of one system and GPU count p, with a, b ≥ 0, read as a ring all-reduce of "
+              "2(p−1) dependent rounds moving 2(p−1)/p·M bytes per rank, so α = a/(2(p−1)) per round and "
+              "B = b·2(p−1)/p bytes per second one way.")
+
+
+class MeasuredFit(SQLModel, table=True):
+    """A derived fact: the α–β line of one measured all-reduce (system, table, GPU count), with its
+    residuals and the measured file (manifest path and sha256) it was fitted to."""
+
+    __tablename__ = "measured_fit"
+    system: str = Field(primary_key=True)
+    table_name: str = Field(primary_key=True)
+    gpus: int = Field(primary_key=True)
+    start_up_s: float
+    algorithm_bytes_per_s: float
+    alpha_s: float
+    link_bytes_per_s: float
+    rms_relative_residual: float
+    max_relative_residual: float
+    points: int
+    message_bytes_min: float
+    message_bytes_max: float
+    op_name: str
+    dtype: Optional[str] = None
+    backend: Optional[str] = None
+    file: str
+    sha256: str
+    method: str
+
+    @classmethod
+    def row(cls, fit: dict[str, Any], f: dict[str, Any]) -> dict[str, Any]:
+        """The row of one fit (`AllReduceFit.as_dict()`) of manifest file `f`."""
+        src = fit.get("source") or {}
+        return {**{k: fit[k] for k in cls.model_fields if k in fit}, "system": f["system"], "table_name": f["table"],
+                "op_name": src.get("op_name", "all_reduce"), "dtype": src.get("dtype"), "backend": src.get("backend"),
+                "file": f["path"], "sha256": f["sha256"], "method": FIT_METHOD}
+
+
 #: kind name used by the API and calculators' lookup -> table class
 TABLES: dict[str, type[RecordTable]] = {
     "source": Source, "hardware": Hardware, "link": Link, "model": Model, "framework": Framework,
     "price": Price, "case": CaseStudy, "derivation": Derivation, "glossary": Glossary, "claim": Claim,
 }
 #: every table class, record tables first
-ALL_TABLES: tuple[type[SQLModel], ...] = (*TABLES.values(), HardwarePeak, FrameworkFeature, Fact, Meta, MeasurementFile)
+ALL_TABLES: tuple[type[SQLModel], ...] = (*TABLES.values(), HardwarePeak, FrameworkFeature, Fact, Meta, MeasurementFile,
+                                          MeasuredFit)

@@ -1,15 +1,19 @@
-"""Measured kernel tables (NVIDIA aiconfigurator-core 0.12.0, Apache-2.0): the manifest and filtered rows.
+"""Measured kernel tables (NVIDIA aiconfigurator-core 0.12.0, Apache-2.0): the manifest, filtered rows,
+and the α–β fits of the measured all-reduces.
 
 Rows are the published Parquet rows as they are (`latency` in milliseconds, `message_size` in
 elements of the row's dtype), plus `system` and `file` (the manifest path), and two derived SI
-fields: `latency_s`, and `message_bytes` on the communication tables.
+fields: `latency_s`, and `message_bytes` on the communication tables. The fits are derived facts
+computed at build time (`measured_fit`), each naming the measured file and sha256 it came from.
+`/measurements/fits` is declared before `/measurements/{table}`, and no measured table may be named
+`fits`.
 """
 from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Optional
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from api.deps import get_store
 from api.problems import problem
@@ -19,8 +23,14 @@ from api.routes.common import NotFound
 from api.urls import urls
 from knowledge.measurements import DTYPE_BYTES, MESSAGE_DTYPE, TABLES, UNITS
 from knowledge.store import Page, Store
+from knowledge.tables import FIT_METHOD, FITTED_TABLES
 
 router = APIRouter(tags=["measurements"])
+
+#: the path segment of the fits list, which `/measurements/{table}` must never read as a table
+FITS = "fits"
+if FITS in TABLES:
+    raise RuntimeError(f"a measured table may not be named {FITS!r}: /measurements/{FITS} lists the fits")
 
 Text = Annotated[Optional[str], Field(max_length=100)]
 Count = Annotated[Optional[int], Field(ge=0, le=10**12)]
@@ -101,6 +111,41 @@ class MeasurementQuery(ListQuery):
 MeasurementQuery.exact = {n: n for n in MeasurementQuery.model_fields if n not in ("limit", "offset")}
 
 
+class MeasuredFitsQuery(ListQuery):
+    """Filters of the fits list (text case-insensitively)."""
+
+    exact: ClassVar[dict[str, str]] = {"system": "system", "table": "table_name", "gpus": "gpus"}
+
+    system: Text = Field(None, description="measured system, e.g. h100_sxm, l40s")
+    table: Text = Field(None, description=f"the fitted table: {' or '.join(FITTED_TABLES)}")
+    gpus: Annotated[Optional[int], Field(ge=1, le=1_000_000, description="GPU count of the all-reduce")] = None
+    limit: RowLimit = 100
+    offset: Offset = 0
+
+    @field_validator("table")
+    @classmethod
+    def _fitted(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and value.lower() not in FITTED_TABLES:
+            raise ValueError(f"fits exist for {', '.join(FITTED_TABLES)} only")
+        return value.lower() if value is not None else None
+
+    def run_fits(self, store: Store) -> Page:
+        """The stored fits matching the filters, each with the URL of the rows it was fitted to."""
+        page = store.measured_fits(self.system, self.table, self.gpus, self.limit, self.offset)
+        page.items = [{**f, "rows_url": fitted_rows_url(f)} for f in page.items]
+        return page
+
+
+def fitted_rows_url(fit: dict[str, Any]) -> str:
+    """The JSON URL of the measured rows one fit was made from (system, op, dtype, backend, GPU count)."""
+    query: dict[str, Any] = {"system": fit["system"], "op_name": fit["op_name"]}
+    if fit.get("dtype") and fit["table"] in MESSAGE_DTYPE:
+        query[MESSAGE_DTYPE[fit["table"]]] = fit["dtype"]
+    if fit.get("backend"):
+        query["backend"] = fit["backend"]
+    return urls.api_measurement_table(fit["table"], **query, num_gpus=fit["gpus"])
+
+
 # --------------------------------------------------------------------------- schemas (OpenAPI)
 
 class MeasurementFile(BaseModel):
@@ -144,6 +189,39 @@ class MeasuredRowsPage(BaseModel):
     units: dict[str, str]
     columns: list[str]
     items: list[dict[str, Any]]
+    total: int
+    limit: int
+    offset: int
+    next: Optional[str] = None
+
+
+class MeasuredFit(BaseModel):
+    """The α–β fit of one measured all-reduce: a derived fact whose source is the measured file."""
+
+    system: str
+    table: str = Field(description="nccl or custom_allreduce")
+    gpus: int
+    start_up_s: float = Field(description="a: start-up of the whole all-reduce, s")
+    algorithm_bytes_per_s: float = Field(description="b: message bytes per second")
+    alpha_s: float = Field(description="α = a / (2(p−1)): latency per ring round, s")
+    link_bytes_per_s: float = Field(description="B = b · 2(p−1)/p: one-way bytes per second per rank")
+    rms_relative_residual: float = Field(description="root-mean-square of fitted / measured − 1 over the points")
+    max_relative_residual: float = Field(description="largest |fitted / measured − 1| over the points")
+    points: int
+    message_bytes_min: float
+    message_bytes_max: float
+    op_name: str
+    dtype: Optional[str] = Field(None, description="dtype of the rows fitted (message bytes = elements × its size)")
+    backend: Optional[str] = Field(None, description="custom all-reduce backend fitted (vllm_graph)")
+    file: str = Field(description="The measured file (path under knowledge/data/measured/).")
+    sha256: str = Field(description="SHA-256 of that file.")
+    method: str = Field(description=FIT_METHOD)
+    rows_url: str = Field(description="The measured rows this fit was made from, as JSON.")
+
+
+class MeasuredFitsPage(BaseModel):
+    method: str
+    items: list[MeasuredFit]
     total: int
     limit: int
     offset: int
@@ -208,6 +286,19 @@ def list_measurements(request: Request, query: Annotated[MeasurementFilesQuery, 
                       store: Store = Depends(get_store)) -> FastJSONResponse:
     header, page = files_page(store, query)
     return FastJSONResponse({**header, "items": page.items, "total": page.total, "limit": page.limit,
+                             "offset": page.offset, "next": _next(request, page)})
+
+
+@router.get(f"/measurements/{FITS}", response_model=MeasuredFitsPage, summary="List the α–β fits of the measured all-reduces",
+            description="Derived facts computed at build time: per measured system, table (nccl, custom_allreduce with "
+                        "backend vllm_graph) and GPU count p, the line T = a + M/b fitted to the 16-bit all-reduce "
+                        "rows by least squares on relative error, read as a ring all-reduce (α = a/(2(p−1)) per round, "
+                        "B = b·2(p−1)/p one way), with its RMS and largest relative residual and the measured file "
+                        "(path, sha256) it came from. Filters: system, table, gpus; a table without fits answers 422.")
+def list_measured_fits(request: Request, query: Annotated[MeasuredFitsQuery, Query()],
+                       store: Store = Depends(get_store)) -> FastJSONResponse:
+    page = query.run_fits(store)
+    return FastJSONResponse({"method": FIT_METHOD, "items": page.items, "total": page.total, "limit": page.limit,
                              "offset": page.offset, "next": _next(request, page)})
 
 

@@ -1,10 +1,13 @@
-"""Measured kernel tables: the manifest with provenance, and each table's rows with a log–log chart.
+"""Measured kernel tables: the manifest with provenance, each table's rows with a log–log chart, and
+the α–β fits of the measured all-reduces.
 
 The tables come from NVIDIA's aiconfigurator-core 0.12.0 wheel (Apache-2.0), copied unmodified.
 Pages read their query with the models of their JSON twins (`api.routes.measurements`), so
 `/measurements/nccl?system=l40s` and `/api/v1/measurements/nccl?system=l40s` list the same rows.
 For the communication tables the page draws latency against message size, log–log, one line per
-GPU count, for one system, operation and dtype chosen in the form.
+GPU count, for one system, operation and dtype chosen in the form; on the fitted tables, when the
+chart shows the rows that were fitted, each GPU count's fitted line T = a + M/b is drawn dashed in
+its series' colour and the fits are listed below the chart. `/measurements/fits` lists every fit.
 """
 from __future__ import annotations
 
@@ -15,10 +18,13 @@ from fastapi import Query, Request
 from starlette.responses import HTMLResponse
 
 from api.routes.measurements import (
+    FITS,
     BadFilter,
+    MeasuredFitsQuery,
     MeasurementFilesQuery,
     MeasurementQuery,
     files_page,
+    fitted_rows_url,
     rows_page,
     with_si,
 )
@@ -26,6 +32,7 @@ from api.site.chart_layout import compact
 from api.site.render import page_router, pager, problem_page, render, store_of, twin
 from knowledge.measurements import MESSAGE_DTYPE, TABLES, UNITS
 from knowledge.store import Store
+from knowledge.tables import FIT_METHOD, FITTED_TABLES
 
 router = page_router()
 
@@ -36,6 +43,8 @@ SELECTS = ("system", "framework", "op_name", "backend", "nccl_dtype", "allreduce
 CHART_FIXED = {"nccl": {"op_name": "all_reduce", "nccl_dtype": "half"},
                "custom_allreduce": {"op_name": "all_reduce", "allreduce_dtype": "bfloat16", "backend": "vllm_graph"}}
 W, H, ML, MR, MT, MB = 640, 300, 64, 16, 14, 46
+#: points sampled along a fitted line (it is a curve on log–log axes)
+FIT_SAMPLES = 48
 
 
 @router.get("/measurements", response_class=HTMLResponse)
@@ -47,6 +56,19 @@ def measurements_page(request: Request, query: Annotated[MeasurementFilesQuery, 
     return render(request, "measurements.html.j2", title="Measured kernel tables", twin=twin(request), header=header,
                   page=page, pager=pager(request, page), filters=query.filters(), systems=systems, tables=list(TABLES),
                   units=UNITS)
+
+
+@router.get(f"/measurements/{FITS}", response_class=HTMLResponse)
+def measured_fits_page(request: Request, query: Annotated[MeasuredFitsQuery, Query()]) -> HTMLResponse:
+    """Every α–β fit of the measured all-reduces, with residuals and the measured file it came from."""
+    store = store_of(request)
+    page = query.run_fits(store)
+    page.items = _shown_fits(page.items)
+    systems = sorted({f["system"] for f in store.measurement_files if f["table"] in FITTED_TABLES})
+    gpus = sorted({f["gpus"] for f in store.measured_fits(limit=1000).items})
+    return render(request, "measurement_fits.html.j2", title="Fitted all-reduce α–β", twin=twin(request), page=page,
+                  pager=pager(request, page), filters=query.filters(), systems=systems, tables=list(FITTED_TABLES),
+                  gpu_counts=[str(g) for g in gpus], method=FIT_METHOD)
 
 
 def _options(store: Store, table: str, columns: list[str]) -> dict[str, list[str]]:
@@ -84,9 +106,43 @@ def _chart(store: Store, table: str, query: MeasurementQuery, options: dict[str,
     if not series:
         return None
     named = [(f"{n} GPUs", sorted(pts)) for n, pts in sorted(series.items())]
+    fits = _chart_fits(store, table, fixed)
+    lines = [fits.get(n) for n in sorted(series)]
     caption = ", ".join(f"{k} {v}" for k, v in fixed.items() if v is not None)
-    return {"geo": loglog(named, "message size (bytes = elements × bytes per element)", "latency"), "caption": caption,
-            "series": named}
+    geo = loglog(named, "message size (bytes = elements × bytes per element)", "latency",
+                 [(f["start_up_s"], f["algorithm_bytes_per_s"]) if f else None for f in lines])
+    gpus_of = {f"{n} GPUs": n for n in series}
+    for line in geo["fit_lines"]:
+        line["gpus"] = gpus_of[line["name"]]
+    rows = [(name, [(x, y, _fitted(f, x)) for x, y in pts]) for (name, pts), f in zip(named, lines, strict=True)]
+    listed = [f for f in store.fits_of(system, table) if query.num_gpus in (None, f["gpus"])] if table in FITTED_TABLES else []
+    return {"geo": geo, "caption": caption, "series": rows, "system": system, "fits_drawn": any(lines),
+            "fits": _shown_fits(listed), "method": FIT_METHOD}
+
+
+def _shown_fits(fits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fits as the fit table shows them: with the rows they came from and their message range in words."""
+    return [{**f, "rows_url": f.get("rows_url") or fitted_rows_url(f),
+             "message_range": f"{_bytes_label(f['message_bytes_min'])} – {_bytes_label(f['message_bytes_max'])}"}
+            for f in fits]
+
+
+def _chart_fits(store: Store, table: str, fixed: dict[str, Any]) -> dict[int, dict[str, Any]]:
+    """GPU count -> stored fit, when the chart shows exactly the rows fitted (same op, dtype, backend)."""
+    if table not in FITTED_TABLES:
+        return {}
+    out = {}
+    for f in store.fits_of(fixed["system"], table):
+        shown = {"op_name": fixed.get("op_name"), "dtype": fixed.get(MESSAGE_DTYPE[table]),
+                 "backend": fixed.get("backend") if f.get("backend") else None}
+        if all(str(shown[k] or "").lower() == str(f.get(k) or "").lower() for k in shown):
+            out[int(f["gpus"])] = f
+    return out
+
+
+def _fitted(fit: dict[str, Any] | None, message_bytes: float) -> float | None:
+    """The fitted latency T = a + M/b of one message size (None without a fit)."""
+    return fit["start_up_s"] + message_bytes / fit["algorithm_bytes_per_s"] if fit else None
 
 
 def _decade_ticks(lo: float, hi: float, base: float) -> list[float]:
@@ -104,10 +160,24 @@ def _bytes_label(v: float) -> str:
     return f"{v:g} B"
 
 
-def loglog(series: list[tuple[str, list[tuple[float, float]]]], x_label: str, y_label: str) -> dict[str, Any]:
-    """SVG geometry of line series on log x (bytes, powers of 2) and log y (seconds, powers of 10) axes."""
+def fit_curve(a: float, b: float, lo: float, hi: float, n: int = FIT_SAMPLES) -> list[tuple[float, float]]:
+    """Points of T = a + M/b at `n` message sizes spaced evenly in log M over [lo, hi]."""
+    if hi <= lo:
+        return [(lo, a + lo / b)]
+    step = (math.log(hi) - math.log(lo)) / (n - 1)
+    return [(m, a + m / b) for m in (math.exp(math.log(lo) + i * step) for i in range(n))]
+
+
+def loglog(series: list[tuple[str, list[tuple[float, float]]]], x_label: str, y_label: str,
+           fits: list[tuple[float, float] | None] | None = None) -> dict[str, Any]:
+    """SVG geometry of line series on log x (bytes, powers of 2) and log y (seconds, powers of 10) axes.
+
+    `fits`, aligned with `series`, gives (a, b) of a fitted line T = a + M/b per series (or None): it is
+    drawn over that series' message range in the series' colour (`fit_lines`)."""
+    curves = [(j, fit_curve(*fit, min(x for x, _ in series[j][1]), max(x for x, _ in series[j][1])))
+              for j, fit in enumerate(fits or []) if fit and series[j][1]]
     xs = [x for _, pts in series for x, _ in pts]
-    ys = [y for _, pts in series for _, y in pts]
+    ys = [y for _, pts in series for _, y in pts] + [y for _, pts in curves for _, y in pts if y > 0]
     pw, ph = W - ML - MR, H - MT - MB
     ax, bx = math.log10(min(xs)), math.log10(max(xs))
     ay, by = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
@@ -120,8 +190,10 @@ def loglog(series: list[tuple[str, list[tuple[float, float]]]], x_label: str, y_
         seg = [(sx(x), sy(y)) for x, y in pts]
         lines.append({"points": " ".join(f"{x},{y}" for x, y in seg), "cls": f"s{j % 8}", "title": name,
                       "dots": seg if len(seg) <= 60 else []})
+    fit_lines = [{"d": "M" + " L".join(f"{sx(x)},{sy(y)}" for x, y in pts if y > 0), "cls": f"s{j % 8}",
+                  "title": f"{series[j][0]}: fitted T = a + M/b", "name": series[j][0]} for j, pts in curves]
     return {"width": W, "height": H, "left": ML, "top": MT, "right": ML + pw, "bottom": MT + ph, "x_label": x_label,
-            "y_label": y_label, "lines": lines, "legend": [{"name": n, "cls": f"s{j % 8}"} for j, (n, _) in enumerate(series)],
+            "y_label": y_label, "lines": lines, "fit_lines": fit_lines, "legend": [{"name": n, "cls": f"s{j % 8}"} for j, (n, _) in enumerate(series)],
             "xticks": [{"pos": sx(t), "label": _bytes_label(t)} for t in _decade_ticks(min(xs), max(xs), 2 ** 4)],
             "yticks": [{"pos": sy(t), "label": compact(t, "s")} for t in _decade_ticks(10.0 ** ay, 10.0 ** by, 10)]}
 

@@ -59,3 +59,58 @@ def test_operation_ids(client):
     spec = client.get("/openapi.json").json()
     assert spec["paths"]["/api/v1/measurements"]["get"]["operationId"] == "list_measurements"
     assert spec["paths"]["/api/v1/measurements/{table}"]["get"]["operationId"] == "list_measured_rows"
+
+
+# --------------------------------------------------------------------------- fits
+
+def test_fits_list_filters_and_pages(client):
+    body = client.get("/api/v1/measurements/fits").json()
+    assert body["total"] == len(body["items"]) > 0 and "least squares" in body["method"]
+    assert {(i["system"], i["table"]) for i in body["items"]} == {(s, t) for s in M.SYSTEMS for t in ("nccl", "custom_allreduce")}
+    fit = client.get("/api/v1/measurements/fits", params={"system": "H100_SXM", "table": "nccl", "gpus": 8}).json()
+    assert fit["total"] == 1
+    item = fit["items"][0]
+    assert (item["system"], item["table"], item["gpus"], item["dtype"]) == ("h100_sxm", "nccl", 8, "half")
+    manifest = {f["path"]: f for f in M.load_manifest()["files"]}
+    assert manifest[item["file"]]["sha256"] == item["sha256"] and manifest[item["file"]]["table"] == "nccl"
+    assert item["alpha_s"] == pytest.approx(item["start_up_s"] / 14)
+    assert item["link_bytes_per_s"] == pytest.approx(item["algorithm_bytes_per_s"] * 14 / 8)
+    rows = client.get(item["rows_url"]).json()   # the rows the fit was made from
+    assert rows["total"] == item["points"] and {r["num_gpus"] for r in rows["items"]} == {8}
+    assert max(r["message_bytes"] for r in rows["items"]) == item["message_bytes_max"]
+    custom = client.get("/api/v1/measurements/fits", params={"table": "custom_allreduce", "system": "l40s"}).json()
+    assert custom["total"] == 3 and all(i["backend"] == "vllm_graph" for i in custom["items"])
+    page = client.get("/api/v1/measurements/fits", params={"limit": 5, "offset": 5}).json()
+    assert len(page["items"]) == 5 and "offset=10" in page["next"] and page["items"][0] == body["items"][5]
+    assert client.get("/api/v1/measurements/fits", params={"system": "no_such"}).json()["total"] == 0
+
+
+@pytest.mark.parametrize("params, field", [({"table": "gemm"}, "table"), ({"table": "nope"}, "table"),
+                                           ({"gpus": 0}, "gpus"), ({"gpus": "eight"}, "gpus"), ({"limit": 0}, "limit"),
+                                           ({"offset": -1}, "offset")])
+def test_fits_bad_filters_are_422_naming_the_field(client, params, field):
+    body = is_problem(client.get("/api/v1/measurements/fits", params=params), 422)
+    assert [e["field"] for e in body["errors"]] == [field]
+
+
+def test_fits_is_not_read_as_a_table(client):
+    """`/measurements/fits` answers the fits list (a table-column filter is not a 422 there), and the
+    table route still answers 404 for names that are not tables."""
+    r = client.get("/api/v1/measurements/fits", params={"num_gpus": 8})
+    assert r.status_code == 200 and "method" in r.json()
+    assert "fits" not in M.TABLES
+    for name in ("fit", "fitz", "fits_"):
+        assert is_problem(client.get(f"/api/v1/measurements/{name}"), 404)["see"] == "/api/v1/measurements"
+    assert client.get("/api/v1/measurements/fits/nccl").status_code == 404
+
+
+def test_fits_operation_id(client):
+    spec = client.get("/openapi.json").json()
+    assert spec["paths"]["/api/v1/measurements/fits"]["get"]["operationId"] == "list_measured_fits"
+    order = [p for p in spec["paths"] if p.startswith("/api/v1/measurements")]
+    assert order.index("/api/v1/measurements/fits") < order.index("/api/v1/measurements/{table}")
+
+
+def test_llms_txt_names_the_measurement_endpoints(client):
+    text = client.get("/llms.txt").text
+    assert all(p in text for p in ("/api/v1/measurements)", "/api/v1/measurements/{table}", "/api/v1/measurements/fits"))
