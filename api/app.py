@@ -14,7 +14,7 @@ from api import schemas as S
 from api.llms import llms_txt
 from api.middleware import BodyLimitMiddleware, SecurityHeadersMiddleware
 from api.problems import problem, pydantic_errors
-from api.routes import calculators, cases, facts, measurements, search
+from api.routes import calculators, calibration, cases, facts, measurements, search
 from api.routes.common import NotFound
 from api.settings import Settings, get_settings
 from knowledge.build import ensure_built
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     _install_error_handlers(app)
 
-    for module in (facts, cases, search, calculators, measurements):
+    for module in (facts, cases, search, calculators, measurements, calibration):
         app.include_router(module.router, prefix="/api/v1")
 
     @app.get("/healthz", response_model=S.Health, tags=["meta"], summary="Health and store identity",

@@ -1,4 +1,4 @@
-"""`casebook`: serve the API and site, build the store, run a calculator, report coverage."""
+"""`casebook`: serve the API and site, build the store, run a calculator, report coverage and calibration."""
 from __future__ import annotations
 
 import argparse
@@ -133,6 +133,21 @@ def cmd_coverage(args) -> int:
     return 0 if cov["reproduced"] == cov["bound"] else 1
 
 
+def cmd_calibration(args) -> int:
+    """Compute the calibration report over the data files and print its summary (or the whole report as JSON)."""
+    from knowledge.calibration import calibration_report, format_text
+    from knowledge.loader import catalog_lookup, default_catalog
+
+    t0 = time.perf_counter()
+    report = calibration_report(catalog_lookup(default_catalog()))
+    if args.json:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    print(format_text(report))
+    print(f"\ncomputed in {time.perf_counter() - t0:.1f} s; the full table: casebook calibration --json, or /calibration")
+    return 0
+
+
 def cmd_import_measurements(args) -> int:
     from knowledge import measurements
 
@@ -169,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("coverage", help="per case: worked examples stored, bound, reproduced")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_coverage)
+
+    p = sub.add_parser("calibration", help="measured step estimate vs peak-rate bound over a grid, and leave-one-out errors")
+    p.add_argument("--json", action="store_true", help="the whole report (every configuration) as JSON")
+    p.set_defaults(func=cmd_calibration)
 
     p = sub.add_parser("import-measurements",
                        help="copy the measured kernel tables out of the aiconfigurator-core 0.12.0 wheel")

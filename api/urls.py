@@ -157,6 +157,10 @@ class Urls:
         """The rows and chart of one measured table (`measurement_table("nccl", system="h100_sxm")`)."""
         return with_query(f"/measurements/{_segment(table)}", query)
 
+    def calibration(self) -> str:
+        """The calibration report of the measured step estimate (its JSON twin: `json_twin(calibration())`)."""
+        return "/calibration"
+
     def search(self, q: str | None = None, **query: Any) -> str:
         return with_query("/search", {"q": q, **query})
 

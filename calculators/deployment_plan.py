@@ -110,9 +110,9 @@ def _price(req: DeploymentPlanRequest, lookup: Lookup, hw_id: str, res: Result) 
     on_demand = [o for o in offers if o.get("pricing") in (None, "on-demand")] or list(offers)
     if not on_demand:
         return None, "no stored price: give price_per_device_hour_usd"
-    best = min(on_demand, key=lambda o: o["usd_per_device_hour"]["value"])
-    fact = best["usd_per_device_hour"]
-    res.cite({"record": best.get("id"), "field": "usd_per_device_hour", "value": fact["value"], "source": fact.get("source"),
+    best = min(on_demand, key=lambda o: o["device_usd_per_hour"]["value"])
+    fact = best["device_usd_per_hour"]
+    res.cite({"record": best.get("id"), "field": "device_usd_per_hour", "value": fact["value"], "source": fact.get("source"),
               "locator": fact.get("locator"), "source_url": fact.get("source_url")})
     return float(fact["value"]), f"{best.get('provider')} {best.get('pricing', 'on-demand')} ({best.get('region') or 'region not stated'}, {best.get('date')})"
 
@@ -188,7 +188,10 @@ def _model_parts(rec: dict, arch, weight_format, res: Result):
     return total - replicated, replicated, parts["routed_experts"], main, total
 
 
-def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: str, mode_list: list[str]) -> list[dict]:
+def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: str, mode_list: list[str],
+              derate: dict) -> list[dict]:
+    """Every configuration of one hardware. `derate` carries the median measured/bound ratios of the measured
+    hardware evaluated before (filled here when this one is measured; applied here when it is not)."""
     hw = hardware_spec(lookup, hw_id, "hardware")
     note_scope(res, hw)
     if hw.memory_bytes is None or hw.memory_bandwidth_bytes_per_s is None:
@@ -282,15 +285,34 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
     if system is not None:
         from calculators.measured_step import decode_step, prefill_step
 
-        dec = decode_step(arch, system, batch=B, context_tokens=ctx_mean, tp=T, weight_dtype=wname, kv_dtype=kfmt.name
-                          if kfmt.name in FORMATS else "bf16")
+        # the kernels depend on (tp, batch) only: evaluate each pair once
+        pairs, inverse = np.unique(np.stack([T, B]), axis=1, return_inverse=True)
+        dec = decode_step(arch, system, batch=pairs[1], context_tokens=ctx_mean, tp=pairs[0], weight_dtype=wname,
+                          kv_dtype=kfmt.name if kfmt.name in FORMATS else "bf16")
         kern = np.asarray(dec.total_s, dtype=float) - np.asarray(dec.parts_s.get("allreduce", 0.0), dtype=float)
-        tpot = kern + comm_t + hand_t
+        tpot = kern[inverse.reshape(-1)] + comm_t + hand_t
         uT = np.unique(T)
         pre = prefill_step(arch, system, batch=1, tokens=prefill_tokens, tp=uT, weight_dtype=wname, kv_dtype="bf16")
         pk = np.asarray(pre.total_s, dtype=float) - np.asarray(pre.parts_s.get("allreduce", 0.0), dtype=float)
         t_prefill = pk[np.searchsorted(uT, T)] + pf_comm
         source = f"measured ({dec.framework} {dec.version} kernels on {system.name})"
+        ok = valid & fits
+        if ok.any():
+            derate.setdefault("tpot", []).append(float(np.median(tpot[ok] / tpot_bound[ok])))
+            derate.setdefault("prefill", []).append(float(np.median(t_prefill[ok] / t_prefill_bound[ok])))
+            derate.setdefault("from", []).append(hw_id)
+    elif derate.get("tpot"):
+        # no measured kernels here: scale the bound by what measured hardware in this plan showed, so that
+        # measured and unmeasured devices compete on the same footing
+        k_tpot, k_pf = float(np.median(derate["tpot"])), float(np.median(derate["prefill"]))
+        tpot, t_prefill = tpot_bound * k_tpot, t_prefill_bound * k_pf
+        source = (f"bound × {num(k_tpot, 3)} (decode) and × {num(k_pf, 3)} (prefill): the median measured/bound ratios of "
+                  f"{', '.join(derate['from'])} in this plan, as {hw_id} has no measured kernels")
+        res.assume(f"{hw_id} has no measured kernels: its step times are its peak-rate bounds scaled by the median "
+                   f"measured/bound ratio of the measured hardware in this plan ({num(k_tpot, 3)} decode, {num(k_pf, 3)} prefill).")
+    else:
+        res.assume(f"{hw_id}: step times are peak-rate bounds (no measured kernels to calibrate them): optimistic, "
+                   "typically by 1.3–1.9× at decode.")
 
     plans = []
     if "aggregated" in mode_list:
@@ -476,8 +498,12 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     if n_configs > MAX_CONFIGURATIONS:
         raise CalcInputError("batch", f"{n_configs:,} configurations exceed {MAX_CONFIGURATIONS:,}; narrow tp, pp, batch or hardware", 413)
     plans: list[dict] = []
-    for i, hw_id in enumerate(req.hardware):
-        plans.extend(_evaluate(req, lookup, res, rec, arch, groups, hw_id, modes))
+    from calculators.measured_estimate import measured_system_of
+
+    derate: dict = {}
+    order = sorted(req.hardware, key=lambda h: measured_system_of(lookup, h) is None)   # measured hardware first
+    for hw_id in order:
+        plans.extend(_evaluate(req, lookup, res, rec, arch, groups, hw_id, modes, derate))
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
     headline = why = None

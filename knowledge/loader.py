@@ -75,7 +75,7 @@ FILES = {
     "link": "links.yaml",
     "model": "models.yaml",
     "framework": "frameworks.yaml",
-    "price": "prices.yaml",
+    "price": "prices*.yaml",
     "case": "cases.yaml",
     "glossary": "glossary.yaml",
     "claim": "claims.yaml",
@@ -146,6 +146,12 @@ def _measurements(directory: Path):
     return from_directory(directory)
 
 
+def gpu_prices(prices, hardware_id: str) -> list[dict]:
+    """The GPU-hour price records of one hardware id (records with `hardware` and `device_usd_per_hour`)."""
+    return [p for p in prices if isinstance(p, dict) and p.get("hardware") == hardware_id
+            and isinstance(p.get("device_usd_per_hour"), dict)]
+
+
 def catalog_lookup(cat: Catalog):
     """A calculators `Lookup` over a catalog: (kind, id) -> record, KeyError when unknown.
 
@@ -156,6 +162,8 @@ def catalog_lookup(cat: Catalog):
     def lookup(kind: str, ident: str):
         if kind == "measurement":
             return _measurements(Path(cat.data_dir or DATA_DIR) / "measured").lookup(ident)
+        if kind == "gpu_prices":
+            return gpu_prices(cat.records.get("price", []), ident)
         return index[kind][ident]
 
     return lookup

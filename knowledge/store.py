@@ -17,6 +17,7 @@ from sqlalchemy import func
 from sqlmodel import Session, create_engine, select
 
 from knowledge import tables as T
+from knowledge.loader import gpu_prices
 from knowledge.measurements import TABLES as MEASURED_TABLES
 from knowledge.measurements import Measurements
 
@@ -169,9 +170,12 @@ class Store:
 
     def lookup(self, kind: str, ident: str) -> Any:
         """Calculators' Lookup: KeyError when unknown. Kind "measurement" answers "index", "systems" and
-        "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`)."""
+        "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`); kind
+        "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty)."""
         if kind == "measurement":
             return self.measurements.lookup(ident)
+        if kind == "gpu_prices":
+            return gpu_prices(self.records.get("price", {}).values(), ident)
         return self.records[kind][ident]
 
     def derivations_of(self, slug: str) -> list[dict]:

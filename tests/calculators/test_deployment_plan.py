@@ -90,7 +90,7 @@ def test_nothing_meets_says_which_constraint_fails():
 
 def test_no_price_is_never_zero():
     o = plan({"model": "llama-3.1-8b", **{k: v for k, v in TRAFFIC.items() if k != "price_per_device_hour_usd"},
-              "hardware": ["mi300x"], "estimate": "bound"})
+              "hardware": ["h800-sxm"], "estimate": "bound"})
     assert all(c["cost_per_mtok_usd"] is None for c in o["candidates"])
     assert o["best"] is None and "price" in o["why"]
 
@@ -102,6 +102,23 @@ def test_disaggregated_plans_have_both_pools():
     for c in ok:
         assert c["prefill_pool"]["devices"] + c["decode_pool"]["devices"] == c["total_devices"]
         assert c["ttft_s"] == pytest.approx(c["prefill_pool"]["ttft_s"])
+
+
+def test_stored_prices_are_used_and_cited():
+    o = compute("deployment-plan", {"model": "llama-3.1-70b", **{k: v for k, v in TRAFFIC.items()
+                                                                if k != "price_per_device_hour_usd"}}, LOOKUP)
+    best = o[2].outputs["best"]
+    offers = [p["device_usd_per_hour"]["value"] for p in LOOKUP("gpu_prices", best["hardware"])
+              if p.get("pricing") == "on-demand"]
+    assert best["cost_per_hour_usd"] == pytest.approx(best["total_devices"] * min(offers))
+    assert any(s["field"] == "device_usd_per_hour" for s in o[2].sources)
+
+
+def test_unmeasured_hardware_competes_with_calibrated_bounds():
+    o = plan({"model": "llama-3.1-70b", **TRAFFIC, "hardware": ["h100-sxm", "mi300x"],
+              "price_per_device_hour_usd": {"h100-sxm": 2.49, "mi300x": 1.99}})
+    mi = [c for c in o["candidates"] if c["hardware"] == "mi300x"]
+    assert mi and all(c["step_source"].startswith("bound × ") for c in mi)
 
 
 def test_search_space_is_bounded():
