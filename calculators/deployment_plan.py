@@ -331,10 +331,22 @@ def _col(a) -> list:
     return np.where(np.isfinite(a), a, None).tolist()
 
 
+_ROW_BUILDERS: dict[tuple[str, ...], object] = {}
+
+
 def _rows(columns: dict[str, list], n: int) -> list[dict]:
-    """Column lists → one dict per configuration (the contract's shape), built with zip (no per-field work)."""
-    keys = list(columns)
-    return [dict(zip(keys, vals)) for vals in zip(*(columns[k] for k in keys))] if n else []
+    """Column lists → one dict per configuration (the contract's shape). The comprehension is a dict display
+    generated once per set of keys: about twice as fast as dict(zip(...)) per row, which matters at 10^4 rows."""
+    if not n:
+        return []
+    keys = tuple(columns)
+    build = _ROW_BUILDERS.get(keys)
+    if build is None:
+        names = [f"c{i}" for i in range(len(keys))]
+        body = ", ".join(f"{k!r}: {v}" for k, v in zip(keys, names))
+        build = eval(f"lambda cols: [{{{body}}} for {', '.join(names)}, in zip(*cols)]")  # noqa: S307 - keys are ours
+        _ROW_BUILDERS[keys] = build
+    return build([columns[k] for k in keys])
 
 
 def _money(price, devices, lam, req):
