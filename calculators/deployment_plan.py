@@ -549,6 +549,8 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
         "stretching TPOT by 1/(1 − prefill load).",
         f"Replicas run at most {num(req.max_load * 100)} % of their batch slots and prefill capacity.",
         "Pipeline stages are traversed one after another per token (PP cuts memory, not TPOT) and hold `batch` sequences each.",
+        "Expert parallelism stays inside the TP group (ep divides tp): experts are placed whole instead of sliced, with the "
+        "same bytes per device; the token dispatch between expert ranks is not timed separately from the TP all-reduces.",
         "Disaggregated plans size the prefill pool for TTFT (with the KV transfer over the hardware's link) and the decode "
         "pool for TPOT and load, on the same hardware.",
         "Prices: the request's, else the lowest stored on-demand price per device-hour; a device without a price is "
