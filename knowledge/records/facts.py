@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from knowledge.records.base import (Commit, CountFact, Fact, FactGroup, Label, PositiveInt, Problems, Record, Sha256,
-                                    Ratio, Slug, SourceId, Text, Window, join, refs, refuse)
+                                    Ratio, Slug, SourceId, Text, Window, join, ref, refs, refuse)
 
 
 # ---------------------------------------------------------------------------- sources
@@ -254,18 +254,75 @@ class Model(Record, FactGroup):
 
 # ---------------------------------------------------------------------------- prices
 
+Pricing = Literal["on-demand", "reserved", "spot", "committed"]
+PRICINGS: tuple[str, ...] = get_args(Pricing)
+#: relative slack between device price x devices and the published instance price (sources round to cents)
+INSTANCE_PRICE_SLACK = 0.005
+
+
 class Price(Record, FactGroup):
-    """A dated price point in USD per million tokens."""
+    """A dated price point: USD per million tokens (a model API), or USD per accelerator-hour (a GPU rental).
+
+    A GPU-hour price (`device_usd_per_hour`) is one device's share of an hourly rental; when the source
+    prices a whole instance, `instance_usd_per_hour` keeps that figure and `devices_per_instance` the
+    divisor. It says how it is bought (`pricing`, `commitment`), where (`region`) and when (`date`)."""
 
     id: Slug
     name: Text
     provider: Optional[str] = None
-    model: Optional[str] = None
+    model: Optional[str] = Field(None, description="The priced model (token prices) or accelerator (GPU-hour prices).")
     date: Optional[Label] = None
     input_usd_per_mtok: Optional[Fact] = None
     cache_read_usd_per_mtok: Optional[Fact] = None
     cache_write_usd_per_mtok: Optional[Fact] = None
     output_usd_per_mtok: Optional[Fact] = None
     cost_usd_per_mtok: Optional[Fact] = None
+    hardware: Optional[ref("hardware")] = Field(
+        None, description="The accelerator rented, an id in hardware.yaml (unset when the store has no record of it).")
+    device_usd_per_hour: Optional[Fact] = Field(
+        None, description="USD per accelerator per hour: the published per-GPU rate, or the instance rate / devices_per_instance.")
+    instance_usd_per_hour: Optional[Fact] = Field(
+        None, description="USD per hour for the whole instance, when the source prices the instance.")
+    pricing: Optional[Pricing] = Field(
+        None, description="on-demand, reserved (capacity booked ahead), spot (interruptible) or committed (term discount).")
+    commitment: Optional[str] = Field(None, description="The term bought for reserved or committed prices, e.g. 1 year.")
+    region: Optional[str] = Field(None, description="Region or location of the price, as the source gives it.")
+    instance: Optional[str] = Field(None, description="Instance type, shape or plan the price is for.")
+    devices_per_instance: Optional[PositiveInt] = Field(None, description="Accelerators in that instance.")
     see_also: refs("source") = []
     notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _gpu_hour(self) -> "Price":
+        """A GPU-hour price is positive, says how it is bought, where and when, and agrees with its instance price."""
+        problems: Problems = []
+        d, inst = self.device_usd_per_hour, self.instance_usd_per_hour
+        gpu_fields = ("hardware", "pricing", "commitment", "region", "instance", "devices_per_instance")
+        if d is None:
+            if inst is not None:
+                problems.append(("device_usd_per_hour", "an instance price needs the per-device price it implies"))
+            stray = [f for f in gpu_fields if getattr(self, f) is not None]
+            if stray:
+                problems.append((stray[0], "GPU-rental fields need device_usd_per_hour"))
+        else:
+            if d.value <= 0:
+                problems.append(("device_usd_per_hour", f"a GPU-hour price must be > 0 (got {d.value}); "
+                                                        "leave the record out rather than store $0"))
+            for f in ("pricing", "region", "date"):
+                if not getattr(self, f):
+                    problems.append((f, "a GPU-hour price needs it (write 'not stated by the source' for a region "
+                                        "the source does not give)" if f == "region" else "a GPU-hour price needs it"))
+            if self.pricing in ("reserved", "committed") and not self.commitment:
+                problems.append(("commitment", f"a {self.pricing} price needs the term bought"))
+            if inst is not None:
+                n = self.devices_per_instance
+                if n is None:
+                    problems.append(("devices_per_instance", "an instance price needs the device count"))
+                elif inst.value <= 0:
+                    problems.append(("instance_usd_per_hour", f"must be > 0 (got {inst.value})"))
+                elif abs(d.value * n - inst.value) > INSTANCE_PRICE_SLACK * inst.value:
+                    problems.append(("device_usd_per_hour", f"{d.value} x {n} devices = {d.value * n:.4f}, "
+                                                            f"but the instance price is {inst.value}"))
+        if problems:
+            raise refuse(*problems)
+        return self
