@@ -161,7 +161,7 @@ class PriceQuery(ListQuery):
     exact: ClassVar[dict[str, str]] = {"provider": "provider"}
 
     provider: Text = None
-    limit: Limit = 50
+    limit: Limit = 200   # every price on one page: sources link to their rows by anchor
     offset: Offset = 0
 
 

@@ -146,6 +146,15 @@ class Urls:
             return path
         return path + "?" + urlencode({"body": orjson.dumps(body).decode()})
 
+    def calculator_view(self, name: str, body: Any = None, fragment: str | None = None, **view: Any) -> str:
+        """A calculator page computing `body`, shown with view parameters that leave the request alone
+        (`sort`, `desc`, `all` of the planner's table; None drops one), optionally at a #fragment."""
+        url = self.calculator(name, body)
+        pairs = _pairs(view)
+        if pairs:
+            url += ("&" if "?" in url else "?") + urlencode(pairs)
+        return url + (f"#{quote(fragment, safe='')}" if fragment else "")
+
     def coverage(self) -> str:
         return "/coverage"
 

@@ -285,14 +285,21 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
     if system is not None:
         from calculators.measured_step import decode_step, prefill_step
 
-        # the kernels depend on (tp, batch) only: evaluate each pair once
-        pairs, inverse = np.unique(np.stack([T, B]), axis=1, return_inverse=True)
-        dec = decode_step(arch, system, batch=pairs[1], context_tokens=ctx_mean, tp=pairs[0], weight_dtype=wname,
-                          kv_dtype=kfmt.name if kfmt.name in FORMATS else "bf16")
+        try:
+            # the kernels depend on (tp, batch) only: evaluate each pair once
+            pairs, inverse = np.unique(np.stack([T, B]), axis=1, return_inverse=True)
+            dec = decode_step(arch, system, batch=pairs[1], context_tokens=ctx_mean, tp=pairs[0], weight_dtype=wname,
+                              kv_dtype=kfmt.name if kfmt.name in FORMATS else "bf16")
+            uT = np.unique(T)
+            pre = prefill_step(arch, system, batch=1, tokens=prefill_tokens, tp=uT, weight_dtype=wname, kv_dtype="bf16")
+        except CalcInputError as exc:
+            if req.estimate == "measured":
+                raise CalcInputError("estimate", f"{hw_id}: {exc.message}; use estimate='bound'") from None
+            res.assume(f"{hw_id}: no measured estimate ({exc.message}); its step times are calibrated bounds.")
+            system = None
+    if system is not None:
         kern = np.asarray(dec.total_s, dtype=float) - np.asarray(dec.parts_s.get("allreduce", 0.0), dtype=float)
         tpot = kern[inverse.reshape(-1)] + comm_t + hand_t
-        uT = np.unique(T)
-        pre = prefill_step(arch, system, batch=1, tokens=prefill_tokens, tp=uT, weight_dtype=wname, kv_dtype="bf16")
         pk = np.asarray(pre.total_s, dtype=float) - np.asarray(pre.parts_s.get("allreduce", 0.0), dtype=float)
         t_prefill = pk[np.searchsorted(uT, T)] + pf_comm
         source = f"measured ({dec.framework} {dec.version} kernels on {system.name})"
@@ -373,7 +380,7 @@ def _aggregated(req, hw_id, price, T, Q, E, B, valid, fits, reasons, mem_dev, w_
         rho_real = np.where(finite, lam * t_p / np.where(finite, replicas, 1.0), np.inf)
         tpot_eff = np.where(rho_real < 1, tpot / (1 - rho_real), np.inf)
         ttft = t_p + _p90_wait(rho_real, t_p)
-        devices = np.where(finite, replicas * T * Q, np.nan)
+        devices = np.where(finite & valid & fits, replicas * T * Q, np.nan)   # no cost for what cannot run
         per_dev = lam * req.output_tokens / devices
         per_user = np.where(np.isfinite(tpot_eff) & (tpot_eff > 0), 1.0 / tpot_eff, 0.0)
     meets = valid & fits & finite & (ttft <= req.ttft_s * (1 + 1e-9)) & (tpot_eff <= req.tpot_s * (1 + 1e-9))
@@ -386,7 +393,7 @@ def _aggregated(req, hw_id, price, T, Q, E, B, valid, fits, reasons, mem_dev, w_
     return _rows({
         "hardware": [hw_id] * n, "mode": ["aggregated"] * n, "tp": T.tolist(), "pp": Q.tolist(), "ep": E.tolist(),
         "batch": B.tolist(), "replicas": [int(r) if f else None for r, f in zip(replicas.tolist(), finite.tolist())],
-        "total_devices": [int(d) if f else None for d, f in zip(np.nan_to_num(devices).tolist(), finite.tolist())],
+        "total_devices": [int(d) if np.isfinite(d) else None for d in devices.tolist()],
         "ttft_s": _col(ttft), "tpot_s": _col(tpot_eff), "prefill_s": _col(t_p), "decode_step_s": _col(tpot),
         "tokens_per_s_per_device": _col(per_dev), "tokens_per_s_per_user": _col(per_user),
         "memory_per_device_bytes": mem, "fits": (fits & valid).tolist(), "meets_slo": meets.tolist(),

@@ -70,6 +70,9 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
     except CalcInputError as exc:
         _skip(mode or "both", exc.message, res)
         return {}
+    for table, rec in system.tables.items():
+        res.cite({"record": system_name, "field": f"measured {table}", "value": None, "source": "aiconfigurator-core-0.12.0",
+                  "locator": f"{rec.get('file')} (sha256 {str(rec.get('sha256'))[:12]}…)"})
     total = np.asarray(est.total_s, dtype=float)
     bound = np.asarray(bound_s, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

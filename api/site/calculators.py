@@ -10,7 +10,7 @@ from starlette.responses import HTMLResponse
 
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate, case_refs
-from api.site import charts
+from api.site import charts, planner
 from api.site.format import flatten_outputs, pretty_json
 from api.site.forms import (
     Spec,
@@ -33,6 +33,9 @@ COMPARE: dict[str, tuple[str, tuple[str, ...]]] = {
     "kv-cache": ("kv_format", ("bf16", "fp8", "q4_0")),
     "weight-memory": ("format", ("bf16", "fp8", "int4")),
 }
+
+#: calculators whose page has a section of its own: a module with `read_view`, `section`, `visible_outputs`
+SECTIONS = {"deployment-plan": planner}
 
 
 def _previews(calc: Calculator, body: dict, store: Store, specs: list[Spec]) -> list[dict[str, Any]]:
@@ -88,6 +91,24 @@ def result_charts(calc: Calculator, body: dict, envelope: dict, store: Store, sp
     return out
 
 
+def _own_section(own, name: str, body: dict, envelope: dict, view) -> dict[str, Any] | None:
+    """The calculator's own section (None without one, or when it fails: the page then lists every output)."""
+    if own is None:
+        return None
+    try:
+        return own.section(name, body, envelope, view)
+    except Exception:
+        log.exception("the section of %s failed", name)
+        return None
+
+
+def _outputs(own, envelope: dict | None, extra: dict | None) -> list[dict[str, Any]]:
+    """Rows of the generic result table, without the outputs the calculator's own section shows."""
+    if envelope is None:
+        return []
+    return flatten_outputs(own.visible_outputs(envelope["outputs"]) if own and extra else envelope["outputs"])
+
+
 @router.get("/calculators", response_class=HTMLResponse)
 def calculators_page(request: Request) -> HTMLResponse:
     """Every registered calculator with its summary, sweepable fields and cases."""
@@ -105,7 +126,11 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
         raise NotFound("calculator", name, urls.api_list("calculator"))
     specs = field_specs(calc)
     body, given, problem = request_from_query(request.query_params, calc, specs)
-    envelope, status, chart_list = None, 200, []
+    own = SECTIONS.get(name)
+    view, view_problem = own.read_view(request.query_params) if own else (None, None)
+    if view_problem is not None:
+        problem = view_problem if problem is None else {**problem, "errors": problem.get("errors", []) + view_problem["errors"]}
+    envelope, status, chart_list, extra = None, 200, [], None
     if problem is None:
         try:
             envelope = calculate(name, body, store)
@@ -113,6 +138,7 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
             problem, status = exc.body, exc.status
         else:
             chart_list = result_charts(calc, body, envelope, store, specs)
+            extra = _own_section(own, name, body, envelope, view)
     if problem is not None:
         status = problem.get("status", 422) if status == 200 else status
     values = {s["name"]: field_text((body or {}).get(s["name"]), s["widget"]) for s in specs}
@@ -121,7 +147,7 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
     body_text = pretty_json(body) if body is not None else request.query_params.get("body", "")
     return render(request, "calculator.html.j2", title=calc.title, twin=urls.api_item("calculator", name), status=status,
                   calc=calc, specs=specs, values=values, body=body, body_text=body_text, given=given, e=envelope,
-                  problem=problem, outputs=flatten_outputs(envelope["outputs"]) if envelope else [], charts=chart_list,
+                  problem=problem, outputs=_outputs(own, envelope, extra), charts=chart_list, extra=extra,
                   cases=case_refs(store, calc.cases), permalink=permalink, example_url=urls.calculator(name, calc.example),
                   derivations=[d for d in store.all("derivation") if d.get("calculator") == name],
                   sources=[s["source"] for s in (envelope or {}).get("inputs", {}).get("sources", []) if s.get("source")])
