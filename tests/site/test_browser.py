@@ -30,7 +30,7 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="headless Chromium is not installed at /usr/bin/chromium "
                                                      "(apt-get install -y chromium fonts-noto-cjk)"),
 ]
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (pip) is not installed")
+from playwright import sync_api  # noqa: E402 - a test dependency (pip install -e '.[test]'): missing it fails
 
 
 def _free_port() -> int:
@@ -80,7 +80,7 @@ def browser():
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
     except sync_api.Error as exc:  # pragma: no cover - a broken browser install
         pw.stop()
-        pytest.skip(f"Chromium at {CHROMIUM} did not start: {exc}")
+        pytest.fail(f"Chromium at {CHROMIUM} is installed but did not start: {exc}")
     yield b
     b.close()
     pw.stop()
@@ -117,8 +117,7 @@ def test_home_to_case_to_recompute_shows_the_expected_number(page, server):
     from calculators.core import num
 
     d = _bound_example()
-    if d is None:
-        pytest.skip("no worked example is bound to a registered calculator yet")
+    assert d is not None, "no worked example is bound to a registered calculator"
     path, want = next((k, v) for k, v in d["expected"].items()
                       if isinstance(v, (int, float)) and not isinstance(v, bool) and "." not in k)
     page.goto(server + "/")
@@ -140,8 +139,7 @@ def test_home_to_case_to_recompute_shows_the_expected_number(page, server):
 def test_submitting_the_raw_body_form(page, server):
     from calculators.registry import REGISTRY
 
-    if "kv-cache" not in REGISTRY:
-        pytest.skip("kv-cache not registered")
+    assert "kv-cache" in REGISTRY
     page.goto(server + "/calculators/kv-cache")
     page.fill("#body", '{"model": "qwen3-8b", "tokens": 8192, "kv_format": "bf16"}')
     page.click("#submit-body")
@@ -154,8 +152,7 @@ def test_submitting_the_raw_body_form(page, server):
 def test_submitting_the_fields_form(page, server):
     from calculators.registry import REGISTRY
 
-    if "edge-transfer" not in REGISTRY:
-        pytest.skip("edge-transfer not registered")
+    assert "edge-transfer" in REGISTRY
     page.goto(server + "/calculators/edge-transfer")
     page.fill("#f-upload_bytes", "60000000")
     page.fill("#f-uplink_bits_per_s", "20000000")

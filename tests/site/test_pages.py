@@ -160,8 +160,7 @@ def test_home_lists_sections_cases_and_entry_points(client, store):
 def test_case_page_shows_derivations_facts_related_and_source(client, store):
     case = _first(store, "case", lambda c: c.get("uses") and c.get("related") and any(
         d["case"] == c["slug"] and d.get("calculator") in REGISTRY for d in store.all("derivation")))
-    if case is None:
-        pytest.skip("no case with uses, related cases and a bound worked example in the store")
+    assert case is not None, "no case with uses, related cases and a bound worked example in the store"
     html = client.get(f"/cases/{case['slug']}").text
     links = set(parse(html).hrefs)
     assert case["source_url"] in links
@@ -181,8 +180,7 @@ def test_case_page_shows_derivations_facts_related_and_source(client, store):
 def test_recompute_links_reproduce_every_bound_example(client, store):
     """The recompute link of a bound worked example opens the calculator page showing the expected numbers."""
     bound = [d for d in store.all("derivation") if d.get("calculator") in REGISTRY and d.get("expected")]
-    if not bound:
-        pytest.skip("no bound worked example in the store yet")
+    assert bound, "no bound worked example in the store yet"
     for d in bound:
         r = client.get(explanation_url(d["calculator"], d["request"]))
         assert r.status_code == 200, (d["id"], r.text[:400])
@@ -197,8 +195,7 @@ def test_recompute_links_reproduce_every_bound_example(client, store):
 
 def test_claim_recompute_links_show_the_expected_numbers(client, store):
     claims = [c for c in store.all("claim") if c.get("calculator") in REGISTRY and c.get("expected")]
-    if not claims:
-        pytest.skip("no audited claim with a registered calculator in the store")
+    assert claims, "no audited claim with a registered calculator in the store"
     html = client.get("/claims").text
     for c in claims:
         url = explanation_url(c["calculator"], c["request"])
@@ -212,8 +209,7 @@ def test_claim_recompute_links_show_the_expected_numbers(client, store):
 
 def test_glossary_entries_link_their_papers(client, store):
     entries = store.all("glossary")
-    if not entries:
-        pytest.skip("no glossary entries stored")
+    assert entries, "no glossary entries stored"
     html = client.get("/glossary").text
     for g in entries:
         assert f'id="{g["id"]}"' in html
@@ -222,8 +218,7 @@ def test_glossary_entries_link_their_papers(client, store):
 
 
 def test_model_page_computes_kv_and_weights_live(client, store):
-    if store.get("model", "qwen3-8b") is None:
-        pytest.skip("qwen3-8b is not in the store")
+    assert store.get("model", "qwen3-8b") is not None, "qwen3-8b is not in the store"
     html = client.get("/models/qwen3-8b").text
     values = parse(html).data_values
     if "kv-cache" in REGISTRY:
@@ -245,8 +240,7 @@ def test_model_page_degrades_without_a_calculator(client, store, monkeypatch):
 
 def test_fact_numbers_link_source_and_locator(client, store):
     hw = _first(store, "hardware", lambda h: isinstance(h.get("memory_bytes"), dict))
-    if hw is None:
-        pytest.skip("no hardware with a memory fact")
+    assert hw is not None, "no hardware with a memory fact"
     fact = hw["memory_bytes"]
     html = client.get("/hardware").text if len(store.all("hardware")) <= 50 else client.get(f"/hardware?q={hw['name']}").text
     assert f'href="/sources/{fact["source"]}"' in html
@@ -280,8 +274,7 @@ def test_calculator_page_explains_its_example(client, name):
 
 
 def test_calculator_body_parameter_and_fields_agree(client):
-    if "kv-cache" not in REGISTRY:
-        pytest.skip("kv-cache not registered")
+    assert "kv-cache" in REGISTRY
     body = {"model": "qwen3-8b", "tokens": 8192}
     a = parse(client.get("/calculators/kv-cache?" + urlencode({"body": json.dumps(body)})).text).data_values
     b = parse(client.get("/calculators/kv-cache?model=qwen3-8b&tokens=8192").text).data_values
@@ -290,8 +283,7 @@ def test_calculator_body_parameter_and_fields_agree(client):
 
 
 def test_fields_override_the_body(client):
-    if "edge-transfer" not in REGISTRY:
-        pytest.skip("edge-transfer not registered")
+    assert "edge-transfer" in REGISTRY
     body = {"upload_bytes": 30e6, "uplink_bits_per_s": 20e6, "downlink_bits_per_s": 100e6}
     r = client.get("/calculators/edge-transfer?" + urlencode({"body": json.dumps(body), "upload_bytes": "60e6"}))
     assert parse(r.text).data_values["upload_s"] == "24"
@@ -306,8 +298,7 @@ def test_fields_override_the_body(client):
     ({"body": json.dumps({"model": "qwen3-8b", "tokens": 8, "bogus": 1})}, "bogus"),
 ])
 def test_invalid_calculator_input_is_a_422_page_naming_the_field(client, query, field):
-    if "kv-cache" not in REGISTRY:
-        pytest.skip("kv-cache not registered")
+    assert "kv-cache" in REGISTRY
     r = client.get("/calculators/kv-cache?" + urlencode(query))
     assert r.status_code == 422, r.text[:300]
     assert r.headers["content-type"].startswith("text/html")
@@ -334,8 +325,7 @@ def test_no_calculator_page_is_a_500_on_odd_input(client):
 
 
 def test_sweep_draws_an_inline_svg_chart(client):
-    if "kv-cache" not in REGISTRY:
-        pytest.skip("kv-cache not registered")
+    assert "kv-cache" in REGISTRY
     html = client.get("/calculators/kv-cache?model=qwen3-8b&tokens=1024,2048,4096,8192").text
     assert "<svg" in html and "<polyline" in html
     assert "the sweep of your request" in html
