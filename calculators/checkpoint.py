@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from calculators.core import (
     CalcInputError,
@@ -53,13 +53,6 @@ class CheckpointRequest(CalcRequest):
     blocking_s: NonNegFloat | None = Field(None, description="Training pause per checkpoint when saving is asynchronous (snapshot to host); default: the whole write blocks.")
     interval_s: PosFloatSweep | None = Field(None, description="Time between checkpoints. Sweepable.", examples=[600])
     mtbf_s: PosFloatSweep | None = Field(None, description="Mean time between failures of the whole job, seconds. Sweepable.", examples=[86400])
-
-    @field_validator("hf_config")
-    @classmethod
-    def _not_both(cls, v, info: ValidationInfo):
-        if v is not None and info.data.get("model") is not None:
-            raise ValueError("give `model` (an id) or `model_config` (a config.json), not both")
-        return v
 
     @model_validator(mode="after")
     def _check(self):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 #: Largest number of points a single sweep may broadcast to (documented in the API).
 MAX_SWEEP_POINTS = 1_000_000
@@ -30,6 +30,14 @@ class CalcRequest(BaseModel):
     """Base of every calculator request: unknown fields and NaN/Infinity are refused."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+    @field_validator("hf_config", check_fields=False)
+    @classmethod
+    def _model_or_config(cls, v: Any, info: ValidationInfo) -> Any:
+        """Every request that takes `model` and `model_config` takes one of them, refused naming model_config."""
+        if v is not None and info.data.get("model") is not None:
+            raise ValueError("give `model` (an id) or `model_config` (a config.json), not both")
+        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from calculators.core import CalcInputError, Lookup, Result, fetch, num
 
 # --------------------------------------------------------------------------- the memory rule
@@ -32,8 +34,6 @@ MEMORY_RULE = ("usable memory per device = capacity × memory_utilization − ru
 def usable_memory_bytes(capacity_bytes: Any, memory_utilization: float | None = None,
                         runtime_reserve_bytes: float | None = None) -> Any:
     """Bytes an engine may fill on one device: capacity × utilization − reserve (array-friendly, never < 0)."""
-    import numpy as np
-
     u = DEFAULT_MEMORY_UTILIZATION if memory_utilization is None else memory_utilization
     r = DEFAULT_RUNTIME_RESERVE_BYTES if runtime_reserve_bytes is None else runtime_reserve_bytes
     return np.maximum(np.asarray(capacity_bytes, dtype=float) * u - r, 0.0)

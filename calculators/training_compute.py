@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from calculators.core import (
     CalcInputError,
@@ -65,13 +65,6 @@ class TrainingComputeRequest(CalcRequest):
     gpu_hours: PosFloatSweep | None = Field(None, description="A reported device-hours budget (instead of peak × MFU). Sweepable.")
     tokens_per_s: PosFloatSweep | None = Field(None, description="A measured training throughput for all devices (instead of peak × MFU). Sweepable.")
     target_s: PosFloatSweep | None = Field(None, description="A deadline in seconds: the effective FLOP/s each device must sustain. Sweepable.")
-
-    @field_validator("hf_config")
-    @classmethod
-    def _not_both(cls, v, info: ValidationInfo):
-        if v is not None and info.data.get("model") is not None:
-            raise ValueError("give `model` (an id) or `model_config` (a config.json), not both")
-        return v
 
     @model_validator(mode="after")
     def _check(self):
