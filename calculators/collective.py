@@ -21,6 +21,9 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from calculators.base import Calculator, Chart
+from calculators.link_fit import fit_for
+from calculators.specs import alpha_assumption, describe_fit, link_spec, measured_link_fits
 from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
@@ -606,11 +609,6 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
     return res
 
 
-# Imported last: parallel_split and tp_overhead import helpers from this module, and the registry imports
-# them while loading; by now every helper above exists, so any import order works.
-from calculators.base import Calculator, Chart  # noqa: E402
-from calculators.link_fit import fit_for  # noqa: E402
-from calculators.specs import alpha_assumption, describe_fit, link_spec, measured_link_fits  # noqa: E402
 
 CALCULATORS = [
     Calculator(

@@ -7,8 +7,8 @@ compressed stream (both set: `min(floor(N / ratio), window)`, i.e. the window co
 GQA/MHA: `dim = 2·kv_heads·head_dim`; MLA: `dim = kv_lora_rank + rope_dim`; DeepSeek-V4 CSA/HCA:
 several streams with a `ratio`; KDA/SSM: `state_elements`.
 
-The engine here (`resolve_groups`, `kv_sizes`) is shared with the prefix-cache and kv-eviction
-calculators so that they size KV exactly as this one does.
+The engine (`resolve_groups`, `kv_sizes`) lives in `calculators.architecture`, shared with every
+calculator that sizes KV, so that they all size it exactly as this one does.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
+from calculators.base import Calculator, Chart
 from calculators.core import (
     CalcInputError,
     CalcRequest,
@@ -41,7 +42,7 @@ from calculators.architecture import (
     model_weight_bytes,
     resolve_groups,
 )
-from calculators.formats import Fmt, FormatField, resolve_format
+from calculators.formats import FORMAT_HELP, Fmt, FormatField, resolve_format
 from calculators.specs import explain_memory_rule, hardware_spec, note_scope
 from calculators.quantization import format_label
 
@@ -89,8 +90,7 @@ class KVCacheRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id (its layer groups come from the store).", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
     architecture: Architecture | None = Field(None, description="Explicit layer groups instead of `model`.")
-    kv_format: FormatField = Field("bf16", description="Cache format: bf16|fp16|fp32|fp8|q8_0|q4_0|fp4_block16 (and the other "
-                                   "names of the quantization calculator) or {bits_per_value, group_size, scale_bytes_per_group}.",
+    kv_format: FormatField = Field("bf16", description="Cache format. " + FORMAT_HELP,
                                    examples=["bf16"])
     state_dtype: FormatField = Field("fp32", description="Format of recurrent state (KDA/SSM).", examples=["fp32"])
     tokens: NonNegIntSweep = Field(description="Tokens in each request's history (prompt + generated). Sweepable.", examples=[8192])
@@ -109,9 +109,6 @@ class KVCacheRequest(CalcRequest):
                                                 "vLLM's gpu_memory_utilization).")
     runtime_reserve_bytes: NonNegFloat | None = Field(None, description="Bytes reserved per device on top of that (default 0).")
 
-
-# --------------------------------------------------------------------------- engine
-# The layer-group engine lives in calculators.architecture (shared by every calculator that sizes KV).
 
 # --------------------------------------------------------------------------- calculator
 
@@ -261,8 +258,6 @@ def _assumptions(res: Result, fmt: Fmt, groups: list[GroupSpec], req) -> None:
                    "on every rank; recurrent state splits by its heads where known, else it is replicated.")
 
 
-# Imported last: other families import this module's helpers, and the registry imports every family.
-from calculators.base import Calculator, Chart
 
 CALCULATORS = [
     Calculator(

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resolve_format
+from calculators.base import Calculator, Chart
 from calculators.core import (
     CalcInputError,
     CalcRequest,
@@ -277,8 +278,6 @@ def _common_assumptions(res: Result) -> None:
     )
 
 
-# Imported last: other families import this module's helpers, and the registry imports every family.
-from calculators.base import Calculator, Chart
 
 CALCULATORS = [
     Calculator(

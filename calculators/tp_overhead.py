@@ -19,7 +19,6 @@ from calculators.core import (
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.base import Calculator, Chart
-# After the registry: importing it first lets it load every family (collective included) before we do.
 from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 
 
