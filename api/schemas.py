@@ -88,6 +88,7 @@ class Envelope(BaseModel):
     """What every calculator answers."""
 
     calculator: str
+    headline: str = Field(description="The answer in one sentence (for a sweep or what-if, its first point).")
     inputs: dict[str, Any] = Field(description="The request as resolved, with `sources` for facts taken from the store.")
     outputs: dict[str, Any]
     steps: list[Step]

@@ -274,6 +274,7 @@ class Result:
     steps: list[Step] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     sources: list[dict] = field(default_factory=list)
+    headline: str = ""          # the answer in one sentence, set by the calculator (sweeps: the first point)
 
     def step(self, label: str, formula: str, substituted: str, value: Any, unit: str) -> Any:
         """Record one explanation step and hand its value back, so formulas read inline."""

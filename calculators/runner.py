@@ -160,6 +160,7 @@ def envelope(calc: Calculator, request: BaseModel, result: Result, lookup: Looku
     inputs["sources"] = _with_source_titles(lookup, result.sources)
     return {
         "calculator": calc.name,
+        "headline": result.headline,
         "inputs": inputs,
         "outputs": result.outputs,
         "steps": [s.as_dict() for s in result.steps],

@@ -20,7 +20,9 @@ def test_every_example_answers_with_the_envelope(client, name):
     assert r.status_code == 200, r.text
     env = r.json()
     assert env["calculator"] == name
-    assert set(env) == {"calculator", "inputs", "outputs", "steps", "assumptions", "cases", "explanation_url"}
+    assert set(env) == {"calculator", "headline", "inputs", "outputs", "steps", "assumptions", "cases", "explanation_url"}
+    assert list(env)[:2] == ["calculator", "headline"]
+    assert len(env["headline"]) > 20 and env["headline"].rstrip().endswith((".", "?", "!")), env["headline"]
     assert env["outputs"] and env["steps"] and env["assumptions"]
     assert all(set(s) == {"label", "formula", "substituted", "value", "unit"} for s in env["steps"])
     assert env["explanation_url"].startswith(f"/calculators/{name}?")
