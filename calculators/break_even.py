@@ -11,6 +11,8 @@ Two calculators:
 """
 from __future__ import annotations
 
+import math
+
 
 from typing import Annotated
 
@@ -22,6 +24,7 @@ from calculators.core import (
     PosFloatSweep, Result, broadcast, first, num, out,
 )
 from calculators.core import quiet, aligned as _aligned, whole_numbers as _ints
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -156,7 +159,51 @@ def break_even_compute(req: BreakEvenRequest, lookup: Lookup) -> Result:
         res.assume("Per-use cost = fixed part + amount / rate (e.g. bytes over a link); with less to move, the change "
                    "pays below the break-even rate and loses above it. Null when the change adds no cost per use, or "
                    "when a one-off is given without `uses`. Without `rate`, only the break-even rate is computed.")
+    res.headline = _headline(req, outputs)
     return res
+
+
+def _amount(x, unit: str) -> str:
+    """A cost in the request's unit: seconds as durations, dollars with $, anything else with its label."""
+    u = (unit or "").strip()
+    if u in ("s", "seconds", "second"):
+        return hf.fmt_seconds(x)
+    if u.lower() in ("usd", "$", "dollars", "dollar"):
+        return hf.fmt_usd(x)
+    return f"{hf.fmt_num(x)} {u}".strip()
+
+
+def _headline(req: BreakEvenRequest, o: dict) -> str:
+    """Uses to break even and the net benefit at the uses given (a sweep: its first point)."""
+    n = hf.n_points(req.one_off, req.saving_per_use, req.cost_per_use_before, req.cost_per_use_after, req.rate, req.uses)
+    parts = []
+    if "break_even_uses" in o:
+        be = hf.scalar(o.get("break_even_uses"))
+        head = f"A one-off of {_amount(req.one_off, req.unit)} saving {_amount(o.get('saving_per_use'), req.unit)} per use"
+        if be is None or not math.isfinite(be):
+            parts.append(f"{head} never pays back")
+        else:
+            first_use = hf.scalar(o.get("first_beneficial_use"))
+            text = f"{head} breaks even after {hf.fmt_num(be)} uses" + (
+                f" (use {hf.fmt_count(first_use)} is the first that pays)" if first_use is not None and math.isfinite(first_use)
+                else " but no use gains")
+            if o.get("payback_s") is not None:
+                text += f", {hf.fmt_seconds(o['payback_s'])} at {hf.fmt_num(req.uses_per_s)} uses/s"
+            parts.append(text)
+        if o.get("net_benefit") is not None:
+            parts.append(f"over {hf.fmt_num(req.uses)} uses it {'gains' if hf.first_value(o.get('worthwhile')) else 'loses'} "
+                         f"{_amount(abs(hf.scalar(o['net_benefit']) or 0.0), req.unit)}")
+    elif o.get("required_saving_per_use") is not None:
+        parts.append(f"A one-off of {_amount(req.one_off, req.unit)} pays back over {hf.fmt_num(req.uses)} uses only if each "
+                     f"saves more than {_amount(o['required_saving_per_use'], req.unit)}")
+    if "break_even_rate" in o:
+        r = hf.scalar(o.get("break_even_rate"))
+        parts.append(f"the change pays {'below' if o.get('change_pays_below_rate') else 'above'} a rate of {hf.fmt_num(r)} per {req.unit}"
+                     if r is not None and math.isfinite(r) else "no break-even rate exists")
+    text = "; ".join(parts) or f"A one-off of {_amount(req.one_off, req.unit)}"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # =========================================================================== mixture choice
@@ -235,7 +282,27 @@ def mixture_compute(req: MixtureRequest, lookup: Lookup) -> Result:
         "Lower is better (time or cost); ties go to the option listed first.",
         "A crossing is reported only inside [0, 1]; the mean can favour an option whose quantile misses a target.",
     )
+    res.headline = _mixture_headline(req, res.outputs)
     return res
+
+
+def _mixture_headline(req: MixtureRequest, o: dict) -> str:
+    """The option with the lowest expected outcome, and where the choice flips (a sweep: its first point)."""
+    n = hf.n_points(req.probability)
+    best = hf.first_value(o.get("best"))
+    row = next((r for r in o.get("options") or [] if r.get("name") == best), {})
+    text = (f"At an event probability of {hf.fmt_num(req.probability)}, \u201c{best}\u201d is best with an expected "
+            f"{hf.fmt_num(hf.first_value(row.get('expected')))}")
+    if row.get("quantile") is not None and req.quantile is not None:
+        text += f" (p{hf.fmt_num(req.quantile * 100)} {hf.fmt_num(hf.first_value(row.get('quantile')))})"
+    crossings = o.get("crossings") or []
+    if crossings:
+        c = crossings[0]
+        text += (f"; the choice between \u201c{c.get('a')}\u201d and \u201c{c.get('b')}\u201d flips at "
+                 f"p = {hf.fmt_num(c.get('probability'))}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

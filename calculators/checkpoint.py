@@ -29,6 +29,7 @@ from calculators.core import (
     out,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 #: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
@@ -64,6 +65,7 @@ class CheckpointRequest(CalcRequest):
 
 def compute(req: CheckpointRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    rec = None
     if req.model is not None or req.hf_config is not None:
         rec = model_record(req, lookup, res)
         if req.hf_config is not None and "params_total" not in rec:
@@ -99,6 +101,7 @@ def compute(req: CheckpointRequest, lookup: Lookup) -> Result:
     res.assume("Bytes are logical payload: file-format headers, alignment and storage replication are not counted.")
     if req.write_bandwidth_bytes_per_s is None:
         res.outputs = o
+        res.headline = _headline(req, o, rec)
         return res
     wb, rb = x["write_bandwidth_bytes_per_s"], x["read_bandwidth_bytes_per_s"]
     write_s = res.step("write time", "t_w = bytes / B_write", f"{fmt_bytes(first(total))} / {num(first(wb) / 1e9)} GB/s", total / wb, "s")
@@ -132,7 +135,30 @@ def compute(req: CheckpointRequest, lookup: Lookup) -> Result:
         res.assume("Failures arrive at random (exponential, first order): on average half an interval of work is lost, "
                    "plus the restore; Daly's refinement adds higher-order terms for C comparable to MTBF.")
     res.outputs = o
+    res.headline = _headline(req, o, rec)
     return res
+
+
+def _headline(req: CheckpointRequest, o: dict, rec: dict | None) -> str:
+    """Checkpoint size, write time, cost of the interval (a sweep: its first point)."""
+    n = hf.n_points(req.params, req.write_bandwidth_bytes_per_s, req.read_bandwidth_bytes_per_s, req.interval_s, req.mtbf_s)
+    who = f"{hf.name_of(rec)} ({hf.fmt_big(o.get('params'))} parameters)" if rec is not None else \
+        f"{hf.fmt_big(o.get('params'))} parameters"
+    text = (f"A checkpoint of {who} is {hf.fmt_bytes(o.get('checkpoint_bytes'))} "
+            f"({hf.fmt_num(o.get('bytes_per_param'))} bytes per parameter)")
+    if o.get("write_s") is not None:
+        text += (f" and takes {hf.fmt_seconds(o['write_s'])} to write at {hf.fmt_rate(req.write_bandwidth_bytes_per_s)}, "
+                 f"{hf.fmt_seconds(o.get('restore_s'))} to restore")
+    if o.get("overhead_fraction") is not None:
+        keeps = hf.first_value(o.get("keeps_up"))
+        text += (f"; saving every {hf.fmt_seconds(req.interval_s)} costs {hf.fmt_pct(o['overhead_fraction'])} of training time "
+                 f"in pauses{'' if keeps else ' and the writes fall behind'}")
+    if o.get("young_interval_s") is not None:
+        text += (f"; with a failure every {hf.fmt_seconds(req.mtbf_s)} the Young interval is {hf.fmt_seconds(o['young_interval_s'])} "
+                 f"and {hf.fmt_pct(o.get('expected_waste_fraction'))} of time is expected to be wasted")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.link_fit import fit_for
 from calculators.specs import alpha_assumption, describe_fit, link_spec, measured_link_fits
@@ -322,7 +323,30 @@ def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
     if req.then:
         res.assume("Follow-up collectives run serially after the main ones (no overlap), on the same link and α.")
     res.assume("A collective library may choose another algorithm (tree, NVLS, CollNet) than the one modelled here.")
+    res.headline = _collective_headline(req, res.outputs, bw is not None)
     return res
+
+
+def _collective_headline(req: CollectiveRequest, o: dict, timed: bool) -> str:
+    """One collective's time and what bounds it (a sweep: its first point)."""
+    n = hf.n_points(req.ranks, req.message_bytes, req.alpha_s, req.bandwidth_bytes_per_s)
+    op = req.operation.replace("_", "-")
+    ranks = "2 ranks" if req.operation == "point_to_point" else hf.plural(req.ranks, "rank")
+    what = (f"A point-to-point transfer of {hf.fmt_bytes(req.message_bytes)}" if req.operation == "point_to_point"
+            else f"A {req.algorithm} {op} of {hf.fmt_bytes(req.message_bytes)} over {ranks}")
+    if req.link:
+        what += f" on {req.link}"
+    if timed:
+        text = (f"{what} takes {hf.fmt_seconds(o.get('time_s'))} ({hf.first_value(o.get('dominant')) or 'no'}-bound, "
+                f"{hf.plural(o.get('rounds'), 'round')}, bus bandwidth {hf.fmt_rate(o.get('bus_bandwidth_bytes_per_s'))})")
+        if req.count > 1 or req.then:
+            text += f"; the whole sequence takes {hf.fmt_seconds(o.get('total_time_s'))}"
+    else:
+        text = (f"{what} sends {hf.fmt_bytes(o.get('sent_bytes_per_rank'))} per rank in {hf.plural(o.get('rounds'), 'round')} "
+                "(no bandwidth given, so no time)")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # =========================================================================== transfer-path
@@ -533,7 +557,31 @@ def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
         "Loads are other resources busy at the same time (e.g. DRAM, inter-socket link); a round lasts at least as long as the slowest.",
         "Rates are effective one-way rates; bit/s are divided by 8 (decimal units). Queueing, congestion and protocol overhead are not counted.",
     )
+    res.headline = _transfer_headline(req, plans_out, firsts)
     return res
+
+
+def _transfer_headline(req: TransferPathRequest, plans: list[dict], firsts: list[float]) -> str:
+    """The fastest plan, its time and rate, against the slowest (a sweep: its first point)."""
+    n = hf.n_points(req.payload_bytes, req.rate_per_s)
+    if not plans:
+        return hf.sentence(f"No transfer plan was given for {hf.fmt_bytes(req.payload_bytes)}")
+    i = int(np.argmin(firsts))
+    best = plans[i]
+    text = (f"Moving {hf.fmt_bytes(req.payload_bytes)} is fastest with \u201c{best['label']}\u201d: "
+            f"{hf.fmt_seconds(best.get('total_time_s'))} at {hf.fmt_rate(best.get('aggregate_bytes_per_s'))} "
+            f"(bottleneck: {best.get('bottleneck')})")
+    if len(plans) > 1:
+        j = int(np.argmax(firsts))
+        text += (f", against {hf.fmt_seconds(plans[j].get('total_time_s'))} for \u201c{plans[j]['label']}\u201d, "
+                 f"the slowest of {len(plans)} plans")
+    if req.rate_per_s is not None and "sustainable" in best:
+        ok = hf.first_value(best["sustainable"])
+        text += (f"; at {hf.fmt_num(req.rate_per_s)} transfers/s it runs at {hf.fmt_pct(best.get('utilisation'))} of its rate"
+                 f"{'' if ok else ', which is not sustainable'}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # =========================================================================== inflight-window
@@ -606,7 +654,31 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
         "Completion time is taken as fixed; adding requests may add queueing, so a larger window does not guarantee the old latency.",
         "A window allocated is not a window used: if the issuer waits for each completion, the effective window is 1.",
     )
+    res.headline = _inflight_headline(req, o)
     return res
+
+
+def _inflight_headline(req: InflightRequest, o: dict) -> str:
+    """Requests in flight needed and the bandwidth the window allows (a sweep: its first point)."""
+    n = hf.n_points(req.request_bytes, req.completion_s, req.target_bytes_per_s, req.window, req.link_bytes_per_s,
+                    req.service_s, req.transfer_bytes)
+    per = f"{hf.fmt_bytes(req.request_bytes)} requests completing in {hf.fmt_seconds(req.completion_s)}"
+    parts = []
+    if o.get("required_inflight") is not None:
+        parts.append(f"reaching {hf.fmt_rate(req.target_bytes_per_s)} with {per} needs "
+                     f"{hf.plural(o['required_inflight'], 'request')} in flight")
+    if o.get("bound_bytes_per_s") is not None:
+        lim = hf.first_value(o.get("limiter"))
+        got = f"the {lim} bound allows {hf.fmt_rate(o['bound_bytes_per_s'])}"
+        if "meets_target" in o:
+            got += " (meets the target)" if hf.first_value(o["meets_target"]) else " (short of the target)"
+        if o.get("transfer_time_s") is not None:
+            got += f", so {hf.fmt_bytes(req.transfer_bytes)} takes {hf.fmt_seconds(o['transfer_time_s'])}"
+        parts.append(got if parts else f"with {per}, {got}")
+    text = "; ".join(parts) or f"{per}"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 

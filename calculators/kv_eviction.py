@@ -33,6 +33,7 @@ from calculators.core import (
 from calculators.architecture import MODEL_CONFIG_FIELD, intify, kv_sizes, kv_source
 from calculators.kv_cache import Architecture
 from calculators.formats import FormatField, resolve_format
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -60,7 +61,7 @@ class KVEvictionRequest(CalcRequest):
 
 def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
-    groups, fmt, _ = kv_source(req, lookup, res, required=True)
+    groups, fmt, rec = kv_source(req, lookup, res, required=True)
     sfmt = resolve_format(req.state_dtype, "state_dtype", "fp32")
     named = {"tokens": req.tokens, "sink_tokens": req.sink_tokens, "recent_tokens": req.recent_tokens,
              "recent_fraction": req.recent_fraction, "heavy_hitter_tokens": req.heavy_hitter_tokens,
@@ -135,7 +136,25 @@ def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
         "H2O's reported quality at ~20 % of the cache is a property of its evaluated tasks, not of this arithmetic.",
         "An evicted token cannot be recovered: a later prefix-cache hit on it needs recompute.",
     )
+    res.headline = _headline(req, outputs, rec, fmt)
     return res
+
+
+def _headline(req: KVEvictionRequest, o: dict, rec: dict | None, fmt) -> str:
+    """KV kept vs full per request, and what the budget then holds (a sweep: its first point)."""
+    n = hf.n_points(req.tokens, req.sink_tokens, req.recent_tokens, req.recent_fraction, req.heavy_hitter_tokens,
+                    req.heavy_hitter_fraction, req.requests, req.memory_budget_bytes)
+    who = hf.name_of(rec, "The model") if rec is not None else "The model"
+    kind = f"{fmt.name} KV cache" if getattr(fmt, "name", None) and fmt.name != "given" else "KV cache"
+    text = (f"{who} at {hf.fmt_count(req.tokens)} tokens keeps {hf.fmt_count(o.get('entries_kept'))} entries per layer "
+            f"({hf.fmt_pct(o.get('fraction_kept'))}): {hf.fmt_bytes(o.get('bytes_kept_per_request'))} of {kind} per request "
+            f"instead of {hf.fmt_bytes(o.get('bytes_full_per_request'))}")
+    if o.get("max_requests_kept") is not None:
+        text += (f"; {hf.fmt_bytes(req.memory_budget_bytes)} then holds {hf.plural(o['max_requests_kept'], 'request')} "
+                 f"instead of {hf.fmt_count(o.get('max_requests_full'))}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -26,6 +26,7 @@ from calculators.core import (
     out,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -106,7 +107,7 @@ def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
                 raise CalcInputError("moe_layers", f"{label} has no MoE layers")
     params = req.matrices_per_expert * h * f
     return {"h": h, "f": f, "E": e, "k": k, "shared": s, "layers": layers, "params": params,
-            "bytes": params * req.weight_bytes_per_param}
+            "bytes": params * req.weight_bytes_per_param, "name": hf.name_of(rec, "The MoE layer")}
 
 
 def _size_steps(res: Result, sp: dict, req: ExpertSpec) -> None:
@@ -295,7 +296,25 @@ def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
         res.assume("Offload: the CPU path is bounded by the larger of weight streaming and matrix work (they overlap); the "
                    "GPU path copies each touched cold expert then computes, serially. Activation hand-off, routing and "
                    "synchronisation are not included.")
+    res.headline = _moe_headline(req, res.outputs, sp)
     return res
+
+
+def _moe_headline(req: MoeRequest, o: dict, sp: dict) -> str:
+    """Experts one step touches and the weight bytes it reads (a sweep: its first point)."""
+    n = hf.n_points(req.tokens)
+    text = (f"{sp['name']}: a step of {hf.plural(req.tokens, 'token')} touches {hf.fmt_num(o.get('expected_distinct_experts'))} "
+            f"of {sp['E']} routed experts per layer on average, reading {hf.fmt_bytes(o.get('expected_bytes_per_layer'))} "
+            "of expert weights per layer")
+    if o.get("expected_bytes_per_step") is not None:
+        text += f" ({hf.fmt_bytes(o['expected_bytes_per_step'])} over {sp['layers']} MoE layers)"
+    off = o.get("offload")
+    if isinstance(off, dict) and off.get("faster") is not None:
+        text += (f"; with {off.get('cold_experts')} experts offloaded, the {str(hf.first_value(off['faster'])).upper()} path is faster "
+                 f"({hf.fmt_seconds(off.get('cpu_path_s'))} on CPU, {hf.fmt_seconds(off.get('gpu_path_s'))} copying to GPU)")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # --------------------------------------------------------------------------- placement
@@ -443,7 +462,34 @@ def compute_placement(req: PlacementRequest, lookup: Lookup) -> Result:
         "Rows are token-expert pairs; a rank's matrix time is its busiest row count × 2 × P_e / F (no tile padding, "
         "weight re-reads or communication).",
     )
+    res.headline = _placement_headline(req, res.outputs, sp)
     return res
+
+
+def _placement_headline(req: PlacementRequest, o: dict, sp: dict) -> str:
+    """Routed-expert bytes per rank, and what rebalancing or resizing costs (what-ifs: each one's answer)."""
+    total = o.get("routed_bytes_all_layers")
+    text = (f"{sp['name']}'s routed experts ({sp['E']} per layer × {sp['layers']} layers) take {hf.fmt_bytes(total)}"
+            if total is not None else
+            f"{sp['name']}'s {sp['E']} routed experts take {hf.fmt_bytes(o.get('routed_bytes_per_layer'))} per layer")
+    if req.ep_ranks:
+        per = o.get("per_rank_bytes") if o.get("per_rank_bytes") is not None else o.get("per_rank_bytes_per_layer")
+        text += (f"; over {req.ep_ranks} EP ranks each holds {hf.fmt_num(o.get('experts_per_rank'))} experts per layer, "
+                 f"{hf.fmt_bytes(per)}{'' if o.get('per_rank_bytes') is not None else ' per layer'}")
+    rb = o.get("replica_balance")
+    if isinstance(rb, dict):
+        text += (f"; placing hot rows by headroom saves {hf.fmt_seconds(rb.get('saving_s'))} per step "
+                 f"({hf.fmt_seconds(rb.get('net_saving_s'))} after overhead)")
+    rb2 = o.get("rebalance")
+    if isinstance(rb2, dict):
+        text += (f"; moving {hf.plural(req.rebalance.experts_moved, 'expert')} ({hf.fmt_bytes(rb2.get('payload_bytes'))}) "
+                 f"pays off after {hf.fmt_num(rb2.get('break_even_steps'))} steps")
+    rz = o.get("resize")
+    if isinstance(rz, dict):
+        text += (f"; resizing from {req.resize.from_ranks} to {req.resize.to_ranks} ranks sends "
+                 f"{hf.fmt_bytes(rz.get('new_ranks_receive_bytes'))} to the new ranks, at least "
+                 f"{hf.fmt_seconds(rz.get('transfer_lower_bound_s'))}")
+    return hf.sentence(text)
 
 
 CALCULATORS = [

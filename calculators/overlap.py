@@ -24,6 +24,7 @@ from calculators.core import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, PosFloat, PosInt, PosIntSweep, Result, first,
     fmt_bytes, fmt_s, out,
 )
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -488,7 +489,29 @@ def compute_overlap(req: OverlapRequest, lookup: Lookup) -> Result:
     )
     if is_sweep_n(n):
         res.assume("For a sweep over items, each point is an independent run with that many items.")
+    res.headline = _headline(req, o)
     return res
+
+
+def _headline(req: OverlapRequest, o: dict) -> str:
+    """Overlapped time against serial, the bottleneck, and the first what-if (a sweep: its first point)."""
+    items = o.get("items")
+    n = hf.n_points(items)
+    text = (f"Processing {hf.plural(hf.first_value(items), 'item')} through {hf.plural(len(req.stages), 'stage')} takes "
+            f"{hf.fmt_seconds(o.get('total_s'))} {o.get('mode', req.mode)} against {hf.fmt_seconds(o.get('serial_s'))} serial "
+            f"({hf.fmt_num(o.get('speedup_vs_serial'))}× faster; bottleneck: {o.get('bottleneck_stage')}, "
+            f"lower bound {hf.fmt_seconds(o.get('lower_bound_s'))})")
+    if "fits_budget" in o:
+        text += (f"; {'within' if hf.first_value(o['fits_budget']) else 'over'} the {hf.fmt_seconds(req.budget_s)} budget")
+    wi = o.get("what_if") or []
+    if wi:
+        w = wi[0]
+        text += f"; what-if \u201c{w.get('label')}\u201d: {hf.fmt_seconds(w.get('total_s'))}"
+        if len(wi) > 1:
+            text += f" (and {hf.plural(len(wi) - 1, 'more variant')})"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 def is_sweep_n(n: np.ndarray) -> bool:

@@ -45,6 +45,7 @@ from calculators.core import (
 from calculators.architecture import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
 from calculators.kv_cache import Architecture
 from calculators.formats import FormatField, resolve_format
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -284,7 +285,36 @@ def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
         "Recurrent state: a hybrid model can only resume from a saved snapshot, so reuse stops at the last checkpoint "
         "at or below the prefix; without an interval one snapshot at the prefix end is assumed.",
     )
+    res.headline = _headline(req, outputs, rec)
     return res
+
+
+def _headline(req: PrefixCacheRequest, o: dict, rec: dict | None) -> str:
+    """What a shared prefix saves in memory, TTFT and money (a sweep: its first point)."""
+    n = hf.n_points(req.prefix_tokens, req.requests, req.hit_rate, req.state_checkpoint_interval_tokens,
+                    req.prefill_tokens_per_s, req.prefill_flop_per_s)
+    text = (f"Sharing a {hf.fmt_count(req.prefix_tokens)}-token prefix"
+            + (f" of {hf.name_of(rec)}" if rec is not None else "")
+            + f" across {hf.plural(req.requests, 'request')} at a {hf.fmt_pct(req.hit_rate)} hit rate")
+    parts = []
+    if o.get("kv_bytes_saved") is not None:
+        parts.append(f"{hf.fmt_bytes(o['kv_bytes_saved'])} of KV cache ({hf.fmt_bytes(o.get('kv_bytes_with_sharing'))} "
+                     f"instead of {hf.fmt_bytes(o.get('kv_bytes_without_sharing'))})")
+    if o.get("ttft_saved_per_hit_s") is not None:
+        parts.append(f"{hf.fmt_seconds(o['ttft_saved_per_hit_s'])} of prefill per hit")
+    elif o.get("prefill_flops_skipped") is not None:
+        parts.append(f"{hf.fmt_flops(o['prefill_flops_skipped'])} of prefill")
+    if parts:
+        text += " saves " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+    else:
+        text += f" reuses {hf.fmt_count(o.get('restore_point_tokens'))} tokens per hit"
+    if o.get("cost_cached_usd") is not None:
+        text += f"; input costs {hf.fmt_usd(o['cost_cached_usd'])} instead of {hf.fmt_usd(o.get('cost_uncached_usd'))}"
+    if (hf.scalar(o.get("recompute_tokens")) or 0) > 0:
+        text += f" ({hf.fmt_count(o['recompute_tokens'])} tokens after the last state snapshot are recomputed)"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resolve_format
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.core import (
     CalcInputError,
@@ -135,7 +136,9 @@ def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
     res.assume(f"Layout of {fmt.name}: {fmt.layout}.")
 
     if req.tensors is not None:
-        return _tensors(req, res, fmt, ref)
+        res = _tensors(req, res, fmt, ref)
+        res.headline = _headline(req, res.outputs, fmt)
+        return res
 
     row = req.row_length
     if req.shape is not None:
@@ -220,7 +223,29 @@ def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
                    "format at the given effective throughput; launch and allocation time are not counted.")
     res.outputs = outputs
     _common_assumptions(res)
+    res.headline = _headline(req, outputs, fmt)
     return res
+
+
+def _headline(req: QuantizationRequest, o: dict, fmt: Fmt) -> str:
+    """Bytes in the format, bits per value, and the saving against the reference (a sweep: its first point)."""
+    n = hf.n_points(req.values, req.convert_bytes_per_s)
+    if req.tensors is not None:
+        who = f"{hf.plural(len(req.tensors), 'tensor')} ({hf.fmt_big(o.get('values'))} values)"
+    elif req.model is not None or req.hf_config is not None:
+        who = f"the {hf.fmt_big(o.get('values'))} weights of {req.model or 'the configured model'}"
+    else:
+        who = f"{hf.fmt_big(o.get('values'))} values"
+    name = o.get("format") or fmt.name
+    text = (f"{who} in {name} take {hf.fmt_bytes(o.get('total_bytes'))} "
+            f"({hf.fmt_num(o.get('effective_bits_per_value'), 4)} bits per value with scales), "
+            f"{hf.fmt_num(o.get('compression_vs_reference'))}× smaller than {hf.fmt_bytes(o.get('reference_bytes'))} in "
+            f"{o.get('reference_format')}")
+    if o.get("convert_s") is not None:
+        text += f"; converting takes {hf.fmt_seconds(o['convert_s'])} at {hf.fmt_rate(req.convert_bytes_per_s)}"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 def _tensors(req: QuantizationRequest, res: Result, fmt: Fmt, ref: Fmt) -> Result:

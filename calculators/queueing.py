@@ -11,6 +11,8 @@ Four calculators share this module:
 """
 from __future__ import annotations
 
+import math
+
 
 from typing import Annotated, Literal
 
@@ -22,6 +24,7 @@ from calculators.core import (
     PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
 )
 from calculators.core import quiet, aligned as _aligned, whole_numbers as _ints
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -160,7 +163,29 @@ def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
         "`extra_s` adds time outside this queue (e.g. the other stages of a balanced pipeline, where no second queue forms).",
         "ρ ≥ 1 is unstable: waits are reported as null (infinite).",
     )
+    res.headline = _queueing_headline(req, outputs)
     return res
+
+
+def _queueing_headline(req: QueueingRequest, o: dict) -> str:
+    """Utilisation, mean wait and response time (a sweep: its first point)."""
+    n = hf.n_points(req.arrival_rate_per_s, req.service_s, req.extra_s)
+    servers = f" with {req.servers} servers" if req.servers > 1 else ""
+    text = (f"An {o.get('model')} queue{servers} at {hf.fmt_num(req.arrival_rate_per_s)} arrivals/s and "
+            f"{hf.fmt_seconds(req.service_s)} of service runs at {hf.fmt_pct(o.get('utilisation'))} utilisation")
+    wait = hf.scalar(o.get("wait_s"))
+    if hf.first_value(o.get("stable")) and wait is not None and math.isfinite(wait):
+        text += (f": requests wait {hf.fmt_seconds(wait)} on average and take {hf.fmt_seconds(o.get('response_s'))} "
+                 "in all")
+    else:
+        text += ", which is unstable: the queue grows without bound"
+    if o.get("servers_needed") is not None:
+        need = hf.scalar(o["servers_needed"])
+        text += (f"; meeting the target needs {hf.plural(need, 'server')}" if need is not None and math.isfinite(need)
+                 else "; no server count within the search meets the target")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # =========================================================================== backlog
@@ -242,7 +267,32 @@ def backlog_compute(req: BacklogRequest, lookup: Lookup) -> Result:
         "The backlog starts empty; during the period it grows at max(λ − μ, 0).",
         "Drain time is null (never) when service after the period does not exceed arrivals after it.",
     )
+    res.headline = _backlog_headline(req, outputs)
     return res
+
+
+def _backlog_headline(req: BacklogRequest, o: dict) -> str:
+    """Backlog at the end of the period and how long it takes to drain (a sweep: its first point)."""
+    n = hf.n_points(req.arrival_rate_per_s, req.service_rate_per_s, req.duration_s, req.after_arrival_rate_per_s,
+                    req.after_service_rate_per_s, req.buffer_items, req.buffer_bytes)
+    text = (f"Arrivals of {hf.fmt_num(req.arrival_rate_per_s)} items/s against {hf.fmt_num(o.get('service_capacity_per_s'))} "
+            f"items/s of service for {hf.fmt_seconds(req.duration_s)}")
+    backlog = hf.scalar(o.get("backlog_items")) or 0.0
+    if backlog <= 0:
+        text += " leave no backlog"
+    else:
+        text += f" leave a backlog of {hf.fmt_num(backlog)} items"
+        if o.get("backlog_bytes") is not None:
+            text += f" ({hf.fmt_bytes(o['backlog_bytes'])})"
+        drain = hf.scalar(o.get("drain_s"))
+        text += (f", which drains {hf.fmt_seconds(drain)} after the period ends" if drain is not None and math.isfinite(drain)
+                 else ", which never drains at the rates after the period")
+    if "buffer_holds_backlog" in o:
+        text += ("; the buffer holds it" if hf.first_value(o["buffer_holds_backlog"])
+                 else f"; the buffer overflows by {hf.fmt_num(o.get('overflow_items'))} items after {hf.fmt_seconds(o.get('fill_s'))}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # =========================================================================== capacity
@@ -367,7 +417,23 @@ def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
         "units_needed = load / (capacity × efficiency) per unit; efficiency_needed is the lowest efficiency that carries "
         "the offered rate with the given units.",
     )
+    res.headline = _capacity_headline(req, outputs)
     return res
+
+
+def _capacity_headline(req: CapacityRequest, o: dict) -> str:
+    """The throughput bound, its bottleneck and whether the offered rate fits (a sweep: its first point)."""
+    n = hf.n_points(o.get("max_rate_per_s"), req.arrival_rate_per_s, req.output_per_request)
+    text = (f"The bottleneck is {hf.first_value(o.get('bottleneck'))}, capping throughput at "
+            f"{hf.fmt_num(o.get('max_rate_per_s'))} requests/s (one every {hf.fmt_seconds(o.get('interval_s'))})")
+    if o.get("max_output_per_s") is not None:
+        text += f", {hf.fmt_num(o['max_output_per_s'])} {req.output_unit or 'output'}/s"
+    if "fits" in o:
+        text += (f"; the offered {hf.fmt_num(req.arrival_rate_per_s)} requests/s run it at {hf.fmt_pct(o.get('utilisation'))} "
+                 f"and {'fit' if hf.first_value(o['fits']) else 'do not fit'}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # =========================================================================== remaining time
@@ -404,7 +470,24 @@ def remaining_compute(req: RemainingTimeRequest, lookup: Lookup) -> Result:
         "time are used, as in conditional sampling.",
         "Null when no history is longer than the elapsed time.",
     )
+    res.headline = _remaining_headline(req, res.outputs)
     return res
+
+
+def _remaining_headline(req: RemainingTimeRequest, o: dict) -> str:
+    """Expected remaining time given the elapsed time (a sweep: its first point)."""
+    n = hf.n_points(req.elapsed_s)
+    cond = hf.scalar(o.get("conditional_remaining_s"))
+    text = f"After {hf.fmt_seconds(req.elapsed_s)}, "
+    if cond is None or not math.isfinite(cond):
+        text += (f"no past job of the {len(req.history_s):,} ran longer, so the history gives no remaining time "
+                 f"(the naive mean says {hf.fmt_seconds(o.get('naive_remaining_s'))})")
+    else:
+        text += (f"a job is expected to need {hf.fmt_seconds(cond)} more (from the {hf.fmt_count(o.get('survivors'))} of "
+                 f"{len(req.history_s):,} past jobs that ran longer), not the naive {hf.fmt_seconds(o.get('naive_remaining_s'))}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -27,6 +27,7 @@ from calculators.core import (
     GIB, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosFloatSweep, PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -202,7 +203,48 @@ def compute_pipeline(req: RlPipelineRequest, lookup: Lookup) -> Result:
         res.assume("Co-scheduling: each phase owns its pool; a cycle is at least the longest job chain and at least the "
                    "busiest pool's total work; a pool shared by several phases pays one switch per phase, and different "
                    "pools switch in parallel. The bound is necessary, not sufficient.")
+    res.headline = _pipeline_headline(req, o)
     return res
+
+
+def _join(parts: list[str]) -> str:
+    return hf.sentence("; ".join(p for p in parts if p))
+
+
+def _pipeline_headline(req: RlPipelineRequest, o: dict) -> str:
+    """Accepted samples/s and the bounding stage, then each section's answer (a sweep: its first point)."""
+    n = hf.n_points(req.generator_samples_per_s)
+    parts = []
+    sup = o.get("supply")
+    if isinstance(sup, dict):
+        parts.append(f"At most {hf.fmt_num(sup.get('accepted_samples_per_s'))} accepted samples/s, bounded by the "
+                     f"{hf.first_value(sup.get('bound'))} (generator at {hf.fmt_num(req.generator_samples_per_s)} samples/s)"
+                     + (f" (first of {n:,} points)" if n > 1 else ""))
+    ws = o.get("weight_sync")
+    if isinstance(ws, dict):
+        parts.append(f"weight sync takes {hf.fmt_seconds(ws.get('sync_s'))} per update")
+    cs = o.get("coschedule")
+    if isinstance(cs, dict) and cs.get("mixes"):
+        mixes = cs["mixes"]
+        ok = [m for m in mixes if m.get("feasible")]
+        parts.append(f"{len(ok)} of {len(mixes)} co-scheduled mixes fit the slowdown allowance"
+                     + (f" ({', '.join(str(m.get('label')) for m in ok[:3])}{', …' if len(ok) > 3 else ''})" if ok else ""))
+    pm = o.get("phase_memory")
+    if isinstance(pm, dict):
+        text = (f"a train↔rollout switch peaks at {hf.fmt_bytes(pm.get('staged_peak_bytes'))} staged, "
+                f"{hf.fmt_bytes(pm.get('naive_peak_bytes'))} naive")
+        if "staged_fits" in pm:
+            text += " (staged fits)" if pm["staged_fits"] else " (staged does not fit)"
+        parts.append(text)
+    iw = o.get("idle_wait")
+    if isinstance(iw, dict):
+        parts.append(f"waiting costs {hf.fmt_num(iw.get('extra_gpu_s'))} GPU·s and is "
+                     f"{'worth it' if iw.get('worth_it') else 'not worth it'}")
+    er = o.get("extra_rollout")
+    if isinstance(er, dict):
+        parts.append(f"extra rollout instances pay off above {hf.fmt_num(er.get('break_even_multiplier'))}× throughput "
+                     f"({hf.fmt_usd(er.get('total_usd_per_h'))}/h in all)")
+    return _join(parts) or hf.sentence("No section was computed")
 
 
 def _coschedule(cs: CoSchedule, res: Result) -> dict:
@@ -329,7 +371,26 @@ def compute_recovery(req: RlRecoveryRequest, lookup: Lookup) -> Result:
         "Preemption: the new instance re-prefills the prompt plus the kept output (no KV is inherited); trimming a batch "
         "to its shortest saved output redoes the rest in parallel, so the slowest request sets the time.",
     )
+    res.headline = _recovery_headline(res.outputs)
     return res
+
+
+def _recovery_headline(o: dict) -> str:
+    """What each recovery strategy saves (each section given)."""
+    parts = []
+    f = o.get("failure")
+    if isinstance(f, dict):
+        parts.append(f"Keeping the trajectories after a failed update recovers in {hf.fmt_seconds(f.get('keep_trajectories_s'))} "
+                     f"instead of {hf.fmt_seconds(f.get('whole_round_redo_s'))}, saving {hf.fmt_seconds(f.get('saved_s'))}")
+    c = o.get("checkpoint")
+    if isinstance(c, dict):
+        parts.append(f"checkpointing wastes {hf.fmt_pct(c.get('expected_waste_fraction'))} of time at the given interval and "
+                     f"{hf.fmt_pct(c.get('waste_fraction_at_young'))} at the Young interval of {hf.fmt_seconds(c.get('young_interval_s'))}")
+    p = o.get("preemption")
+    if isinstance(p, dict):
+        parts.append(f"migrating a preempted response saves {hf.fmt_seconds(p.get('migration_saved_s'))} of "
+                     f"{hf.fmt_seconds(p.get('redo_from_scratch_s'))} redo for the first request")
+    return _join(parts) or hf.sentence("No section was computed")
 
 
 # --------------------------------------------------------------------------- rl-rollout-tail
@@ -395,7 +456,30 @@ def compute_tail(req: RolloutTailRequest, lookup: Lookup) -> Result:
         "(long is kept with probability p^r instead of p).",
         "Slots are not GPU-seconds under continuous batching; cancelled work still used KV and compute until cancelled.",
     )
+    res.headline = _tail_headline(req, o)
     return res
+
+
+def _tail_headline(req: RolloutTailRequest, o: dict) -> str:
+    """Expected rollout time with and without racing, and the batch wait (a sweep: its first point)."""
+    n = hf.n_points(req.long_fraction)
+    parts = []
+    if o.get("single_expected_s") is not None:
+        text = (f"With {hf.fmt_pct(req.long_fraction)} long rollouts a rollout takes {hf.fmt_seconds(o['single_expected_s'])} "
+                f"on average")
+        if req.race_copies > 1:
+            text += (f", {hf.fmt_seconds(o.get('race_expected_s'))} racing {req.race_copies} copies "
+                     f"({hf.fmt_seconds(o.get('race_slot_s'))} of slots)")
+        text += (f", and a synchronous batch of {req.batch_size} waits {hf.fmt_seconds(o.get('batch_expected_wall_s'))} "
+                 f"({hf.fmt_pct(o.get('batch_idle_fraction'))} idle)")
+        if n > 1:
+            text += f" (first of {n:,} points)"
+        parts.append(text)
+    ov = o.get("oversample")
+    if isinstance(ov, dict):
+        parts.append(f"over-sampling submits {hf.fmt_count(ov.get('submitted'))} rollouts for {hf.fmt_count(ov.get('target'))} "
+                     f"wanted ({hf.fmt_pct(ov.get('extra_fraction'))} extra)")
+    return _join(parts) or hf.sentence("No section was computed")
 
 
 # --------------------------------------------------------------------------- rl-policy-ratio
@@ -446,7 +530,25 @@ def _ratio(req: PolicyRatioRequest) -> Result:
         "Without clipping r_upd × w equals the behaviour ratio; with clipping the two placements are not equivalent.",
         "A ratio above the float64 range (a log-probability gap over about 709) is reported as null.",
     )
+    res.headline = _ratio_headline(req, o)
     return res
+
+
+def _ratio_headline(req: PolicyRatioRequest, o: dict) -> str:
+    """The importance ratio against the behaviour policy, and the update ratio and clipping (a sweep: its first point)."""
+    n = hf.n_points(req.logp_current)
+    text = (f"The importance ratio against the behaviour policy is {hf.fmt_num(o.get('behavior_ratio'), 4)}"
+            f" for log π_θ = {hf.fmt_num(req.logp_current, 4)}")
+    if o.get("update_ratio") is not None or req.logp_old is not None:
+        text += (f"; against π_old it is {hf.fmt_num(o.get('update_ratio'), 4)}, times a behaviour weight of "
+                 f"{hf.fmt_num(o.get('behavior_weight'), 4)}")
+    if "behavior_ratio_outside" in o:
+        outside = hf.first_value(o["behavior_ratio_outside"])
+        text += (f"; with ε = {hf.fmt_num(req.clip_epsilon)} the behaviour ratio is "
+                 f"{'clipped to ' + hf.fmt_num(o.get('behavior_ratio_clipped'), 4) if outside else 'inside the clip range'}")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

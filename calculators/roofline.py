@@ -38,6 +38,7 @@ from calculators.core import (
     num,
     out,
 )
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.specs import hardware_spec, note_scope
 from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, written_bytes
@@ -473,7 +474,38 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
     elif req.estimate == "measured":
         raise CalcInputError("estimate", "a measured estimate needs a model step (model or model_config, with hardware)")
     res.outputs = o
+    res.headline = _headline(req, o)
     return res
+
+
+def _headline(req: RooflineRequest, o: dict) -> str:
+    """Step time, what bounds it and the throughput (a sweep: its first point)."""
+    n = hf.n_points(*(o.get(k) for k in ("flops", "bytes", "time_s")), req.tokens, req.batch, req.context_tokens,
+                    req.peak_flop_per_s, req.memory_bandwidth_bytes_per_s)
+    if req.operation is not None:
+        what = f"The {req.operation.kind} operation"
+    else:
+        who = req.model or ("the configured model" if req.hf_config is not None else "the model")
+        what = (f"A {req.phase} step of {who} (batch {hf.fmt_count(req.batch)}, {hf.fmt_count(req.tokens)} "
+                f"{'token' if hf.scalar(req.tokens) == 1 else 'tokens'} per sequence, {hf.fmt_count(req.context_tokens)} in context)")
+    where = f" on {hf.fmt_count(req.devices)} × {req.hardware}" if req.hardware and req.devices > 1 else \
+        (f" on {req.hardware}" if req.hardware else "")
+    work = (f"{hf.fmt_flops(o.get('flops'))} over {hf.fmt_bytes(o.get('bytes'))}, "
+            f"{hf.fmt_num(o.get('arithmetic_intensity'))} FLOP/B")
+    if o.get("time_s") is None:
+        text = f"{what} does {work}{where}"
+    else:
+        bound = hf.first_value(o.get("bound"))
+        text = (f"{what}{where} takes at least {hf.fmt_seconds(o['time_s'])}"
+                + (f", {bound}-bound" if bound else "") + f" ({work}"
+                + (f" against a ridge of {hf.fmt_num(o.get('ridge_point'))}" if o.get("ridge_point") is not None else "") + ")")
+        if o.get("tokens_per_s") is not None:
+            text += f": {hf.fmt_num(o['tokens_per_s'])} tokens/s"
+        if o.get("measured_time_s") is not None:
+            text += f"; measured kernels estimate {hf.fmt_seconds(o['measured_time_s'])}"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # --------------------------------------------------------------------------- energy
@@ -572,7 +604,31 @@ def compute_energy(req: EnergyRequest, lookup: Lookup) -> Result:
                             ratio / dp.area_ratio, "")
             o["power_density_ratio"] = dens
     res.outputs = o
+    res.headline = _energy_headline(req, o)
     return res
+
+
+def _energy_headline(req, o: dict) -> str:
+    """Energy, energy per token, and the power what-if (a sweep: its first point)."""
+    n = hf.n_points(*(o.get(k) for k in ("power_w", "time_s", "energy_j", "joules_per_token")))
+    parts = []
+    if o.get("power_w") is not None:
+        who = f"{hf.fmt_count(req.devices)} × {req.hardware}" if getattr(req, "hardware", None) else "The devices"
+        text = f"{who} draw {hf.fmt_num(o['power_w'])} W"
+        if o.get("energy_j") is not None:
+            text += (f" and use {hf.fmt_num(o.get('energy_kwh'))} kWh ({hf.fmt_big(o['energy_j'])} J) in "
+                     f"{hf.fmt_seconds(o.get('time_s'))}")
+        if o.get("joules_per_token") is not None:
+            text += f", {hf.fmt_num(o['joules_per_token'])} J per token"
+        if o.get("tokens_per_kwh") is not None:
+            text += f" ({hf.fmt_big(o['tokens_per_kwh'])} tokens per kWh)"
+        if n > 1:
+            text += f" (first of {n:,} points)"
+        parts.append(text)
+    if o.get("power_ratio") is not None:
+        parts.append(f"the power change scales dynamic power by {hf.fmt_num(o['power_ratio'])}× "
+                     f"({hf.fmt_pct(o.get('power_reduction'))} reduction)")
+    return hf.sentence("; ".join(parts) or "No energy or power figure was computed")
 
 
 CALCULATORS = [

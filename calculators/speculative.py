@@ -24,6 +24,7 @@ from calculators.core import (
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 
 
@@ -202,7 +203,23 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
         res.assume("The simulation draws each draft's acceptance from numpy.random.default_rng(seed) and stops at the "
                    "first rejection, adding one target token per round (the page's exercise forgets the bonus token "
                    "after a fully accepted round and accepts by token parity, which makes its α = 0.5).")
+    res.headline = _headline(req, res.outputs)
     return res
+
+
+def _headline(req: SpeculativeRequest, o: dict) -> str:
+    """Tokens per round, speedup and the best draft length (a sweep: its first point)."""
+    n = hf.n_points(req.acceptance_rate, req.draft_tokens)
+    text = (f"Drafting {hf.plural(req.draft_tokens, 'token')} at {hf.fmt_pct(req.acceptance_rate)} acceptance yields "
+            f"{hf.fmt_num(o.get('expected_tokens_per_round'))} tokens per verify round, a "
+            f"{hf.fmt_num(o.get('speedup'))}× speedup over plain decoding")
+    if o.get("tokens_per_s") is not None:
+        text += f" ({hf.fmt_num(o['tokens_per_s'])} tokens/s)"
+    if o.get("best_k") is not None:
+        text += f"; the best draft length is {hf.fmt_count(o['best_k'])} ({hf.fmt_num(o.get('best_speedup'))}×)"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 # --------------------------------------------------------------------------- verification budget
@@ -338,7 +355,25 @@ def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
         "must share a graph tier all run the largest one.",
         "Round time = fixed part + per-row part; a teaching cost model, to be replaced by measured costs.",
     )
+    res.headline = _budget_headline(res.outputs)
     return res
+
+
+def _budget_headline(o: dict) -> str:
+    """Rows a verify batch runs, the padding, and the tokens it yields."""
+    text = (f"Verifying {hf.plural(len(o.get('groups') or []), 'group')} of drafts needs {hf.fmt_count(o.get('needed_rows'))} rows; "
+            f"the kernel runs {hf.fmt_count(o.get('executed_rows'))} ({hf.fmt_count(o.get('padding_rows'))} padding)"
+            f"{' above the largest graph tier' if o.get('above_largest_tier') else ''} and yields "
+            f"{hf.fmt_num(o.get('expected_tokens_per_round'))} tokens per round")
+    if o.get("round_s") is not None:
+        text += f" in {hf.fmt_seconds(o['round_s'])}"
+    if o.get("tokens_per_s") is not None:
+        text += f", {hf.fmt_num(o['tokens_per_s'])} tokens/s"
+    variants = o.get("variants") or []
+    if variants:
+        v = variants[0]
+        text += f"; variant \u201c{v.get('label')}\u201d runs {hf.fmt_count(v.get('executed_rows'))} rows"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -18,6 +18,7 @@ from calculators.core import (
     Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 
@@ -109,7 +110,27 @@ def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
         res.assume("No α given and none on the link: start-up latency taken as 0, so decode overhead is understated.")
     if bw is None:
         res.assume("No bandwidth or link given: message sizes only, times are null.")
+    res.headline = _headline(req, res.outputs, rec, bw is not None)
     return res
+
+
+def _headline(req: TpOverheadRequest, o: dict, rec: dict | None, timed: bool) -> str:
+    """All-reduce time per forward pass at a TP degree (a sweep: its first point)."""
+    n = hf.n_points(req.tokens, req.tp, req.link_alpha_s, req.link_bandwidth_bytes_per_s)
+    who = hf.name_of(rec) if rec is not None else "the model"
+    text = (f"At TP {hf.fmt_count(req.tp)}, a forward pass of {who} over {hf.plural(req.tokens, 'token')} runs "
+            f"{hf.fmt_count(o.get('allreduces'))} all-reduces of {hf.fmt_bytes(o.get('bytes_per_allreduce'))}")
+    if req.link:
+        text += f" on {req.link}"
+    if timed and o.get("total_s") is not None:
+        text += (f", {hf.fmt_seconds(o['total_s'])} of communication ({hf.first_value(o.get('dominant'))}-bound; "
+                 f"halving α saves {hf.fmt_seconds(o.get('saved_if_alpha_halves_s'))}, doubling bandwidth saves "
+                 f"{hf.fmt_seconds(o.get('saved_if_bandwidth_doubles_s'))})")
+    else:
+        text += " (no bandwidth given, so no time)"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -32,6 +32,7 @@ from calculators.core import (
     out,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.roofline import hardware_rates
 from calculators.weight_memory import Architecture, ledger, resolve_arch
@@ -96,6 +97,7 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
     dev = x["devices"]
     factor = 8.0 / 6.0 if req.recompute == "full" else 1.0
     flops_total = None
+    rec = None
     has_model = any(v is not None for v in (req.model, req.hf_config, req.architecture, req.params))
     if has_model:
         attn_shape = None
@@ -196,7 +198,46 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
         o["peak_flop_per_s"] = out(np.asarray(peak) + 0.0 * dev)
     res.assume("6ND counts matrix multiplies only: embeddings lookups, norms, softmax, optimizer and data work are not counted.")
     res.outputs = o
+    res.headline = _headline(req, o, rec)
     return res
+
+
+def _headline(req: TrainingComputeRequest, o: dict, rec: dict | None) -> str:
+    """Total FLOPs, wall time, GPU-hours (a sweep: its first point)."""
+    n = hf.n_points(req.params, req.tokens, req.sequence_tokens, req.peak_flop_per_s, req.devices, req.mfu,
+                    req.gpu_hours, req.tokens_per_s, req.target_s)
+    if rec is not None:
+        who = hf.name_of(rec)
+    elif req.params is not None:
+        who = f"a model of {hf.fmt_big(req.params)} parameters per token"
+    elif req.architecture is not None:
+        who = "the given architecture"
+    else:
+        who = "the run"
+    devices = hf.scalar(o.get("devices") if "devices" in o else req.devices)
+    where = f"{hf.fmt_count(devices)} × {req.hardware}" if req.hardware else hf.plural(devices, "device")
+    if o.get("flops_total") is not None:
+        text = f"Training {who} on {hf.fmt_big(req.tokens)} tokens takes {hf.fmt_flops(o['flops_total'])}"
+    elif o.get("flops_per_token") is not None:
+        text = f"Training {who} costs {hf.fmt_flops(o['flops_per_token'])} per token"
+    else:
+        text = f"The {hf.fmt_num(req.gpu_hours)} GPU-hour budget"
+    if o.get("wall_s") is not None:
+        how = ""
+        if req.tokens_per_s is not None:
+            how = f" at {hf.fmt_num(req.tokens_per_s)} tokens/s"
+        elif req.gpu_hours is None:
+            how = f" at {hf.fmt_pct(req.mfu)} MFU"
+        verb = ": " if o.get("flops_total") is not None or o.get("flops_per_token") is not None else " is "
+        text += f"{verb}{hf.fmt_seconds(o['wall_s'])} of wall time on {where}{how}"
+        if req.gpu_hours is None:
+            text += f" ({hf.fmt_num(o.get('gpu_hours'))} GPU-hours)"
+    if o.get("required_flop_per_s_per_device") is not None:
+        text += (f"; finishing in {hf.fmt_seconds(req.target_s)} needs {hf.fmt_flop_rate(o['required_flop_per_s_per_device'])} "
+                 "per device")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

@@ -46,6 +46,7 @@ from calculators.architecture import (
     ledger,
     model_record,
 )
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.formats import (
     FORMAT_HELP,
@@ -398,7 +399,41 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
         res.step(f"in {rows[0]['format']}", "W = N × bits/8", f"{num(first(params_arr))} × {num(rows[0]['bits_per_param'])} / 8",
                  np.asarray(rows[0]["bytes_total"]), "B")
     res.outputs = o
+    res.headline = _headline(req, o, rec, fmt_main, hw)
     return res
+
+
+def _headline(req: WeightMemoryRequest, o: dict, rec: dict | None, fmt_main: str, hw) -> str:
+    """Weights' total size, per-device share and whether they fit (a sweep: its first point)."""
+    n = hf.n_points(req.devices, req.params, req.memory_per_device_bytes)
+    if rec is not None:
+        who = hf.name_of(rec)
+    elif req.tensors is not None:
+        who = f"{hf.plural(len(req.tensors), 'tensor')}" + (f" × {req.copies} copies" if req.copies > 1 else "")
+    else:
+        who = f"{hf.fmt_big(o.get('params_total'))} {'parameter' if hf.scalar(o.get('params_total')) == 1 else 'parameters'}"
+    fmt = format_label(fmt_main)
+    if req.component_formats:
+        over = [f"{k.replace('_', ' ')} {format_label(getattr(req.component_formats, k))}" for k in COMPONENTS
+                if getattr(req.component_formats, k) is not None]
+        fmt += f" ({', '.join(over)})" if over else ""
+    text = f"{who} in {fmt} needs {hf.fmt_bytes(o.get('bytes_total'))} of weights"
+    devices = hf.scalar(o.get("devices"))
+    where = f" on {hw.name}" if hw is not None else ""
+    if devices is not None and devices != 1:
+        text += f", {hf.fmt_bytes(o.get('per_device_bytes'))} per device across {hf.fmt_count(devices)} devices{where}"
+    elif where:
+        text += where
+    if "fits" in o:
+        if hf.first_value(o["fits"]):
+            text += f"; that fits, leaving {hf.fmt_bytes(o.get('remaining_per_device_bytes'))} of usable memory per device"
+        else:
+            need = hf.scalar(o.get("min_devices"))
+            text += ("; that does not fit: it needs at least " + hf.plural(need, "device")
+                     if need is not None and math.isfinite(need) else "; that does not fit on any number of these devices")
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [
