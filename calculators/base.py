@@ -23,6 +23,16 @@ class Chart:
     x_label: str = ""
     y_label: str = ""
     marker: str | None = None   # output key holding an x value to mark (e.g. a break-even)
+    marker_label: str = ""      # the marker's name (default: the last part of its key)
+    # units of the axes: "B" (bytes), "B/s", "bit/s", "s", "USD", "FLOP/s", "" (a count or ratio);
+    # None infers them from the field and output names (`…_bytes`, `…_s`, `…_usd` …)
+    x_unit: str | None = None
+    y_unit: str | None = None
+    base: str = "decimal"       # bytes on an axis: decimal (GB = 10⁹ B) or binary (GiB = 2³⁰ B)
+    x_scale: str = "auto"       # linear | log | auto (log only for geometric x spanning ≥ 2 decades)
+    limit: str | None = None    # output key of a y-value limit (a budget, a capacity): a level line
+    limit_label: str = ""       # its name on the chart (default: the key)
+    fits: str | None = None     # output key of booleans aligned with x: False points are drawn hollow, "does not fit"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from calculators.architecture import (
     MODEL_CONFIG_FIELD,
@@ -44,11 +44,13 @@ from calculators.core import (
 )
 from calculators.formats import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
 from calculators.link_fit import fit_for
+from calculators import headline_format as H
 from calculators.specs import (
     DEFAULT_MEMORY_UTILIZATION,
     hardware_spec,
     measured_link_fits,
     note_scope,
+    stored_device_price,
     usable_memory_bytes,
 )
 
@@ -97,24 +99,91 @@ class DeploymentPlanRequest(CalcRequest):
         return sorted(set(v)) if v is not None else v
 
 
+# --------------------------------------------------------------------------- outputs
+
+Num = float | None
+
+
+class MemoryOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    weights: float = Field(description="Weight bytes per device, B.")
+    kv: float = Field(description="KV bytes of the batch per device, B.")
+    total: float = Field(description="weights + kv, B.")
+
+
+class PrefillPoolOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tp: int
+    replicas: int
+    devices: int
+    prefill_s: float = Field(description="One request's prefill, s.")
+    kv_transfer_s: float = Field(description="Shipping its KV to the decode pool, s.")
+    ttft_s: float = Field(description="Prefill + p90 wait + KV transfer, s.")
+
+
+class DecodePoolOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tp: int
+    batch: int
+    replicas: int | None
+    devices: int | None
+
+
+class PlanOut(BaseModel):
+    """One configuration (aggregated or disaggregated)."""
+
+    model_config = ConfigDict(extra="forbid")
+    hardware: str
+    mode: Literal["aggregated", "disaggregated"]
+    tp: int
+    pp: int
+    ep: int
+    batch: int = Field(description="Concurrent sequences per replica (per stage).")
+    replicas: int | None = Field(description="Replicas (disaggregated: decode replicas); null when none suffices.")
+    total_devices: int | None
+    ttft_s: Num = Field(description="p90 time to first token, s.")
+    tpot_s: Num = Field(description="Mean time per output token, s.")
+    prefill_s: Num = Field(description="One request's prefill, s.")
+    decode_step_s: Num = Field(description="One decode step, s.")
+    tokens_per_s_per_device: Num = Field(description="Output tokens/s per device at the offered load.")
+    tokens_per_s_per_user: Num = Field(description="Output tokens/s one request sees.")
+    memory_per_device_bytes: MemoryOut
+    fits: bool
+    meets_slo: bool
+    priced: bool
+    cost_per_hour_usd: Num = Field(description="USD per hour of all devices.")
+    cost_per_mtok_usd: Num = Field(description="USD per million output tokens.")
+    cost_per_mtok_total_usd: Num = Field(description="USD per million input + output tokens.")
+    prefill_load: Num = Field(None, description="Prefill utilisation of a replica (aggregated).")
+    prefill_pool: PrefillPoolOut | None = Field(None, description="The prefill pool (disaggregated).")
+    decode_pool: DecodePoolOut | None = Field(None, description="The decode pool (disaggregated).")
+    ratio: str | None = Field(None, description="'P prefill : D decode' devices (disaggregated).")
+    reason: str | None = Field(description="Why it fails, or null.")
+    step_source: str = Field(description="Where the step times come from (measured kernels or bound).")
+    price_source: str = Field(description="Where the device price comes from.")
+    link: str | None = Field(description="Link id of the TP group.")
+
+
+class DeploymentPlanOutputs(BaseModel):
+    """Outputs of deployment-plan (USD, seconds, bytes)."""
+
+    model_config = ConfigDict(extra="forbid")
+    headline: str = Field(description="The answer in one sentence (same as the envelope's headline).")
+    best: PlanOut | None = Field(description="Cheapest configuration per million output tokens that meets both SLOs.")
+    why: str
+    configurations_evaluated: int
+    meeting_slo: int
+    pareto: list[PlanOut] = Field(description="Fitting configurations not beaten on tokens/s per device and per user.")
+    candidates: list[PlanOut]
+
+
 # --------------------------------------------------------------------------- prices and links
 
 def _price(req: DeploymentPlanRequest, lookup: Lookup, hw_id: str, res: Result) -> tuple[float | None, str]:
     """USD per device-hour: the request's, else the lowest stored on-demand price (never a silent 0)."""
     if req.price_per_device_hour_usd and hw_id in req.price_per_device_hour_usd:
         return req.price_per_device_hour_usd[hw_id], "given in the request"
-    try:
-        offers = lookup("gpu_prices", hw_id)
-    except KeyError:
-        offers = []
-    on_demand = [o for o in offers if o.get("pricing") in (None, "on-demand")] or list(offers)
-    if not on_demand:
-        return None, "no stored price: give price_per_device_hour_usd"
-    best = min(on_demand, key=lambda o: o["device_usd_per_hour"]["value"])
-    fact = best["device_usd_per_hour"]
-    res.cite({"record": best.get("id"), "field": "device_usd_per_hour", "value": fact["value"], "source": fact.get("source"),
-              "locator": fact.get("locator"), "source_url": fact.get("source_url")})
-    return float(fact["value"]), f"{best.get('provider')} {best.get('pricing', 'on-demand')} ({best.get('region') or 'region not stated'}, {best.get('date')})"
+    return stored_device_price(lookup, hw_id, res)
 
 
 def _link_fits(lookup: Lookup, hw, link_id: str | None):
@@ -530,9 +599,10 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     if best:
         extra = f", {best['ratio']}" if best["mode"] == "disaggregated" and best.get("ratio") else ""
         headline = (f"Serve {name} at {num(req.requests_per_s)} req/s on {best['total_devices']} × {best['hardware']} "
-                    f"({best['mode']}, TP {best['tp']}, PP {best['pp']}, batch {best['batch']}, {best['replicas']} replicas{extra}) "
-                    f"for ${num(best['cost_per_mtok_usd'], 4)} per million output tokens "
-                    f"(${num(best['cost_per_hour_usd'], 5)}/h; TTFT p90 {fmt_s(best['ttft_s'])}, TPOT {fmt_s(best['tpot_s'])}).")
+                    f"({best['mode']}, TP {best['tp']}, PP {best['pp']}, batch {best['batch']}, {H.plural(best['replicas'], 'replica')}{extra}) "
+                    f"for {H.fmt_usd(best['cost_per_mtok_usd'])} per million output tokens "
+                    f"({H.fmt_usd(best['cost_per_hour_usd'])}/h; TTFT p90 {H.fmt_seconds(best['ttft_s'])}, "
+                    f"TPOT {H.fmt_seconds(best['tpot_s'])}).")
         why = _why(best, plans, req)
         res.step("memory per device", "weights / (tp × pp) + replicated + batch × KV per request per rank",
                  f"{fmt_bytes(best['memory_per_device_bytes']['weights'])} + {fmt_bytes(best['memory_per_device_bytes']['kv'])}",
@@ -549,6 +619,8 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     else:
         why = _nothing_meets(plans, req)
         headline = f"No configuration serves {name} at {num(req.requests_per_s)} req/s within the SLOs: {why}"
+    headline = H.sentence(headline)
+    res.headline = headline
     res.assume(
         "TPOT is the decode step at the mean context (input + output/2); KV is sized at input + output tokens per request.",
         "TTFT is compared at the 90th percentile: prefill plus the M/M/1 tail of the queueing wait at the replica's prefill "
@@ -573,7 +645,7 @@ CALCULATORS = [Calculator(
     summary="The cheapest way to serve a model for a traffic and SLO: hardware, TP/PP/EP, batch, replicas, "
             "aggregated or disaggregated, with TTFT, TPOT and $ per million tokens, every candidate shown.",
     description=__doc__.split("\n\n", 1)[1].strip(),
-    request_model=DeploymentPlanRequest, compute=compute,
+    request_model=DeploymentPlanRequest, outputs_model=DeploymentPlanOutputs, compute=compute,
     example={"model": "llama-3.1-70b", "hardware": ["h100-sxm", "h200-sxm", "b200-sxm"], "requests_per_s": 10,
              "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2.0, "tpot_s": 0.05},
     cases=("model-parallelism", "model-resource-accounting", "memory-bandwidth-and-concurrency", "workload-and-provisioning",

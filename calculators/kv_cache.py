@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.base import Calculator, Chart
 from calculators.core import (
@@ -45,6 +45,7 @@ from calculators.architecture import (
 from calculators.formats import FORMAT_HELP, Fmt, FormatField, resolve_format
 from calculators.specs import explain_memory_rule, hardware_spec, note_scope
 from calculators.quantization import format_label
+from calculators import headline_format as H
 
 
 Count = Annotated[int, Field(ge=0, le=10**6)]
@@ -108,6 +109,61 @@ class KVCacheRequest(CalcRequest):
     memory_utilization: Fraction | None = Field(None, description="Fraction of device memory the engine may use (default 0.9, "
                                                 "vLLM's gpu_memory_utilization).")
     runtime_reserve_bytes: NonNegFloat | None = Field(None, description="Bytes reserved per device on top of that (default 0).")
+
+
+# --------------------------------------------------------------------------- outputs
+
+Num = float | None
+NumSweep = float | None | list[float | None]
+
+
+class StreamOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None
+    dim: int = Field(description="Values per retained entry.")
+    window: int | None = Field(description="Sliding window in entries (null: full history).")
+    ratio: int = Field(description="One entry per `ratio` tokens.")
+    entries: NumSweep = Field(description="Retained entries per layer at `tokens`.")
+    bytes: NumSweep = Field(description="Bytes of this stream over the group's layers per request, B.")
+
+
+class GroupOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None
+    count: int = Field(description="Layers in the group.")
+    state_elements: float = Field(description="Recurrent state values per request in the group.")
+    state_bytes: float = Field(description="Recurrent state bytes per request in the group, B.")
+    bytes_per_request: NumSweep = Field(description="History + state bytes of the group per request, B.")
+    per_device_bytes_per_request: NumSweep = Field(None, description="The same on one tensor-parallel rank, B.")
+    streams: list[StreamOut]
+
+
+class KVCacheOutputs(BaseModel):
+    """Outputs of kv-cache. Bytes are plain byte counts (B); lists where `tokens`, `requests` or the budget is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    values_per_token: NumSweep = Field(description="Cached values per token of full-history streams.")
+    bytes_per_token: NumSweep = Field(description="Bytes per token of full-history streams, B/token.")
+    values_per_request: NumSweep = Field(description="Cached values per request (history + state).")
+    bytes_per_request: NumSweep = Field(description="Bytes per request (history + state), B.")
+    bytes_total: NumSweep = Field(description="bytes_per_request × requests, B.")
+    state_elements: NumSweep = Field(description="Recurrent state values per request.")
+    state_bytes: NumSweep = Field(description="Recurrent state bytes per request, B.")
+    kv_format: str = Field(description="Cache format label.")
+    bytes_per_value: float = Field(description="Effective bytes per cached value (scales included), B.")
+    pages_per_request: NumSweep = Field(None, description="Pages per request (with page_size_tokens).")
+    page_bytes: NumSweep = Field(None, description="Bytes of one page of all full-history layers, B.")
+    tensor_parallel: int | None = Field(None, description="Ranks (with tensor_parallel).")
+    per_device_bytes_per_token: NumSweep = Field(None, description="Bytes per token on one rank, B/token.")
+    per_device_bytes_per_request: NumSweep = Field(None, description="Bytes per request on one rank, B.")
+    per_device_bytes: NumSweep = Field(None, description="All requests on one rank, B.")
+    bytes_all_devices: NumSweep = Field(None, description="per_device_bytes × ranks (replicas counted), B.")
+    replication_factor: NumSweep = Field(None, description="bytes_all_devices / bytes_total (1 = no replication).")
+    memory_budget_bytes: NumSweep = Field(None, description="KV budget across the ranks, B (given, or hardware minus weights).")
+    requests_fit: NumSweep = Field(None, description="budget / bytes per request (fractional; null when a request takes no bytes).")
+    max_requests: NumSweep = Field(None, description="floor(requests_fit).")
+    fits: bool | list[bool] | None = Field(None, description="All `requests` fit within the budget.")
+    groups: list[GroupOut]
 
 
 # --------------------------------------------------------------------------- calculator
@@ -211,8 +267,29 @@ def compute(req: KVCacheRequest, lookup: Lookup) -> Result:
                      "entries": intify(s["entries"]), "bytes": intify(s["bytes"])} for s in g["streams"]],
     } for g in sz.groups]
     res.outputs = outputs
+    res.headline = _headline(req, rec, outputs)
     _assumptions(res, fmt, groups, req)
     return res
+
+
+def _headline(req: KVCacheRequest, rec: dict | None, o: dict) -> str:
+    name = (rec.get("name") or rec.get("id") or "This model") if rec else "This architecture"
+    what = "KV cache and recurrent state" if H.scalar(o["state_bytes"]) else "KV cache"
+    s = (f"{name} at {H.fmt_count(req.tokens)} tokens in {str(o['kv_format']).upper()} needs "
+         f"{H.fmt_bytes(o['bytes_per_request'])} of {what} per request")
+    if req.tensor_parallel is not None:
+        s += f", {H.fmt_bytes(o['per_device_bytes_per_request'])} on each of {req.tensor_parallel} ranks"
+    n = H.scalar(req.requests)
+    if n != 1:
+        s += f"; {H.plural(n, 'request')} need {H.fmt_bytes(o['bytes_total'])}"
+    if "max_requests" in o:
+        m = H.scalar(o["max_requests"])
+        count = "any number of requests fit" if m is None else f"{H.plural(m, 'request')} {'fits' if m == 1 else 'fit'}"
+        if req.hardware is not None:
+            s += f"; {count} on {req.tensor_parallel or 1} × {req.hardware} after the weights"
+        else:
+            s += f"; {count} in the {H.fmt_bytes(o['memory_budget_bytes'])} budget"
+    return H.sentence(s + H.sweep_note(req.tokens, req.requests, req.memory_budget_bytes))
 
 
 def _hardware_budget(req: KVCacheRequest, lookup: Lookup, res: Result, rec: dict | None, tp: int):
@@ -273,13 +350,16 @@ CALCULATORS = [
                     "Per-device bytes split KV heads over ranks (replicated when fewer heads than ranks) and "
                     "replicate latent caches. A budget (bytes, or a hardware id minus weights) gives max_requests.",
         request_model=KVCacheRequest,
+        outputs_model=KVCacheOutputs,
         compute=compute,
         example={"model": "qwen3-8b", "kv_format": "bf16", "tokens": 8192, "requests": 4, "tensor_parallel": 2,
                  "memory_budget_bytes": 20 * 2**30},
         cases=("model-resource-accounting", "kv-quantization-and-execution", "model-parallelism", "hybrid-prefix-state",
                "parallel-switching-and-state", "memory-bandwidth-and-concurrency"),
         sweepable=("tokens", "requests", "memory_budget_bytes"),
-        chart=Chart(x="tokens", y=("bytes_per_request",), x_label="tokens per request", y_label="bytes per request"),
+        chart=Chart(x="tokens", y=("bytes_total", "bytes_per_request"), x_label="context tokens per request", y_label="KV cache",
+                    x_scale="linear", y_unit="B", limit="memory_budget_bytes", limit_label="KV budget",
+                    fits="fits"),
         families=("prefix_cache",),
         extra_examples=(
             {"model": "deepseek-v4-flash", "tokens": [1024, 8192, 65536]},
@@ -287,6 +367,7 @@ CALCULATORS = [
             {"architecture": {"layer_groups": [{"count": 18, "streams": [{"dim": 1024, "window": 128}], "kv_heads": 8},
                                                {"count": 18, "streams": [{"dim": 1024}], "kv_heads": 8}]},
              "tokens": [1024, 131072], "kv_format": "fp8"},
+            {"model": "llama-3.1-70b", "tokens": 131072, "kv_format": "fp8", "tensor_parallel": 8, "hardware": "h100-sxm"},
         ),
     ),
 ]

@@ -4,6 +4,8 @@ The book's method (case `multi-lora-serving`): a rank-r adapter on a d_in→d_ou
 r·(d_in + d_out) parameters per layer; sharing one base model across adapters moves the cost to
 slots (pinned adapters hold them even when idle), to low-rank tiling (each adapter's tokens are
 padded to whole blocks), and to load time, which a scheduler can overlap with prefill or not.
+Given a memory budget (bytes, or a hardware id under the shared memory rule minus the base weights),
+it answers how many adapters fit.
 """
 from __future__ import annotations
 
@@ -11,15 +13,18 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloatSweep, PosInt,
+    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num, out,
 )
-from calculators.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators.architecture import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
 from calculators.core import quiet
 from calculators.base import Calculator, Chart
+from calculators.formats import FORMAT_HELP, FormatField
+from calculators.specs import explain_memory_rule, hardware_spec, note_scope
+from calculators import headline_format as H
 
 
 #: module name -> (d_in, d_out) as functions of the model's facts
@@ -94,9 +99,87 @@ class LoraRequest(CalcRequest):
                                                    "(12 GiB/s = 12884901888). Sweepable.", examples=[12884901888])
     schedule: Schedule | None = Field(None, description="Compare 'load all, then one batch' with 'run the first ready, "
                                       "batch the rest' on one copy stream.")
+    memory_budget_bytes: NonNegFloatSweep | None = Field(
+        None, description="Bytes free for adapters across the devices, base weights already subtracted (minus "
+        "`kv_reserve_bytes` if given). Sweepable. Or give `hardware`.", examples=[4 * 2**30])
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: budget = usable memory per "
+                                 "device (memory rule) × devices − base weights − kv_reserve_bytes.", examples=["h100-sxm"])
+    devices: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
+        None, description="Devices holding the base model and adapters, with `hardware` (default: the record's device count, "
+        "1 for a single GPU).", examples=[1])
+    base_weight_bytes: NonNegFloat | None = Field(None, description="Base weights resident across the devices, bytes "
+                                                  "(default with a model: its published weight bytes).")
+    weight_format: FormatField | None = Field(None, description="Format of the base weights (default: the model's published "
+                                              "one). " + FORMAT_HELP)
+    kv_reserve_bytes: NonNegFloat = Field(0.0, description="Bytes kept for the KV cache across the devices, subtracted from "
+                                          "the budget (default 0: adapters may take all the free memory).", examples=[40e9])
+    memory_utilization: Fraction | None = Field(None, description="With `hardware`: usable fraction of device memory (default "
+                                                "0.9, vLLM's gpu_memory_utilization).")
+    runtime_reserve_bytes: NonNegFloat | None = Field(None, description="With `hardware`: bytes reserved per device on top (default 0).")
 
 
-def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[tuple[str, int, int]]]:
+# --------------------------------------------------------------------------- outputs
+
+Num = float | None
+NumSweep = float | None | list[float | None]
+IntSweep = int | list[int]
+
+
+class ModuleOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    d_in: int = Field(description="Input width, elements.")
+    d_out: int = Field(description="Output width, elements.")
+    params_per_layer: IntSweep = Field(description="r × (d_in + d_out) adapter parameters per layer.")
+
+
+class PolicyOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    completion_s: list[float] = Field(description="Completion time of each request, s.")
+    start_s: list[float] = Field(description="Prefill start of each request, s.")
+    gpu_busy_s: float = Field(description="GPU time spent on prefill, s.")
+    mean_s: float = Field(description="Mean completion, s.")
+    max_s: float = Field(description="Last completion, s.")
+    mean_wait_s: float = Field(description="Mean wait before prefill starts, s.")
+
+
+class ScheduleOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    load_end_s: list[float] = Field(description="When each adapter finishes loading, s.")
+    load_all: PolicyOut
+    ready_first: PolicyOut
+
+
+class LoraOutputs(BaseModel):
+    """Outputs of lora: bytes in B (decimal and binary readings are the caller's), FLOPs per token; lists where swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    modules: list[ModuleOut]
+    layers: int
+    params_per_adapter: IntSweep = Field(description="Parameters of one adapter.")
+    bytes_per_adapter: NumSweep = Field(description="Bytes of one adapter, B.")
+    bytes_all_adapters: NumSweep = Field(description="bytes_per_adapter × adapters, B.")
+    free_slots: int | None = Field(None, description="gpu_slots − pinned_slots (only with gpu_slots).")
+    base_flops_per_token: float = Field(description="FLOPs per token of the targeted base projections.")
+    lora_flops_per_token: NumSweep = Field(description="FLOPs per token of the adapter on them.")
+    lora_over_base: NumSweep = Field(description="lora_flops_per_token / base_flops_per_token.")
+    tokens: IntSweep | None = Field(None, description="Tokens per batch (with tokens_per_adapter).")
+    blocks: IntSweep | None = Field(None, description="Σ ceil(tokens_i / block) per batch.")
+    padded_positions: IntSweep | None = Field(None, description="block × blocks per batch.")
+    efficiency: NumSweep = Field(None, description="tokens / padded positions per batch.")
+    base_flops: NumSweep = Field(None, description="Base FLOPs of the batch's tokens.")
+    lora_flops: NumSweep = Field(None, description="Adapter FLOPs of the batch's tokens.")
+    lora_padded_flops: NumSweep = Field(None, description="Adapter FLOPs the grouped kernel spends on padded positions.")
+    load_lower_bound_s: NumSweep = Field(None, description="bytes_per_adapter / link_bytes_per_s, s.")
+    schedule: ScheduleOut | None = None
+    budget_bytes: NumSweep = Field(None, description="Bytes available for adapters after weights and KV reserve, B "
+                                   "(with memory_budget_bytes or hardware).")
+    adapters_that_fit: int | float | list[int | float] | None = Field(
+        None, description="floor(budget / bytes_per_adapter): whole numbers (floats beyond 2^53).")
+    all_adapters_fit: bool | list[bool] | None = Field(None, description="bytes_all_adapters ≤ budget.")
+
+
+def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[tuple[str, int, int]], dict | None]:
     if req.model is not None or req.hf_config is not None:
         if req.modules is not None or req.layers is not None:
             raise CalcInputError("modules" if req.modules is not None else "layers",
@@ -123,14 +206,14 @@ def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[t
                 continue
             d_in, d_out = MODEL_MODULES[name](facts)
             mods.append((name, d_in, d_out))
-        return layers, mods
+        return layers, mods, rec
     if req.modules is None or req.layers is None:
         raise CalcInputError("model" if req.modules is None else "layers", "give model, model_config, or layers and modules")
     names = [m.name for m in req.modules]
     for i, n in enumerate(names):
         if n in names[:i]:
             raise CalcInputError(("modules", i, "name"), f"duplicate module {n!r}")
-    return req.layers, [(m.name, m.d_in, m.d_out) for m in req.modules]
+    return req.layers, [(m.name, m.d_in, m.d_out) for m in req.modules], None
 
 
 def _count(a):
@@ -176,7 +259,7 @@ def _simulate(n: int, load_s: float, table: dict[int, float]) -> dict:
 @quiet
 def compute(req: LoraRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
-    layers, mods = _modules(req, lookup, res)
+    layers, mods, rec = _modules(req, lookup, res)
     by_name = {m[0]: m for m in mods}
     targets = req.target_modules or [m[0] for m in mods]
     for i, t in enumerate(targets):
@@ -188,8 +271,11 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
     width = sum(d_in + d_out for _, d_in, d_out in chosen)          # Σ (d_in + d_out)
     base_macs = sum(d_in * d_out for _, d_in, d_out in chosen)       # Σ d_in·d_out
 
+    if req.memory_budget_bytes is not None and req.hardware is not None:
+        raise CalcInputError("memory_budget_bytes", "give either `memory_budget_bytes` or `hardware`, not both")
     x = broadcast({"rank": req.rank, "adapters": req.adapters,
-                   **({"link_bytes_per_s": req.link_bytes_per_s} if req.link_bytes_per_s is not None else {})})
+                   **({"link_bytes_per_s": req.link_bytes_per_s} if req.link_bytes_per_s is not None else {}),
+                   **({"memory_budget_bytes": req.memory_budget_bytes} if req.memory_budget_bytes is not None else {})})
     r = np.asarray(req.rank, dtype=np.int64)  # counts stay integers (rank ≤ 1e15 × widths fits in int64 only when small)
     if float(np.max(r)) * layers * width > 2**62:
         raise CalcInputError("rank", "rank × layers × module widths is too large to count")
@@ -288,7 +374,10 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
                  "completions " + ", ".join(fmt_s(v) for v in rf["completion_s"]), rf["mean_s"], "s (mean)")
         outputs["schedule"] = sim
 
+    _budget(req, lookup, res, rec, x, bytes_one, bytes_all, outputs)
+
     res.outputs = outputs
+    res.headline = _headline(req, rec, outputs)
     res.assume(
         "Adapter parameters per targeted projection: r × (d_in + d_out) (A: d_in×r, B: r×d_out); no bias, extra trained "
         "modules or quantisation metadata.",
@@ -301,6 +390,76 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
         res.assume("Schedule: one copy stream loads adapters in request order; copy and compute overlap ideally; "
                    "completion means end of prefill, not full TTFT or a percentile.")
     return res
+
+
+def _budget(req: LoraRequest, lookup: Lookup, res: Result, rec: dict | None, x: dict, bytes_one, bytes_all,
+            outputs: dict) -> None:
+    """How many adapters fit: budget = (given bytes, or usable memory × devices − base weights) − KV reserve."""
+    if req.hardware is None:
+        for k in ("devices", "base_weight_bytes", "weight_format", "memory_utilization", "runtime_reserve_bytes"):
+            if getattr(req, k) is not None:
+                raise CalcInputError(k, "only used with `hardware` (with memory_budget_bytes subtract weights yourself)")
+        if req.memory_budget_bytes is None:
+            if req.kv_reserve_bytes:
+                raise CalcInputError("kv_reserve_bytes", "needs memory_budget_bytes or hardware")
+            return
+        given = x["memory_budget_bytes"]
+        budget = given - req.kv_reserve_bytes
+        res.step("adapter budget", "budget = memory_budget_bytes − kv_reserve_bytes",
+                 f"{fmt_bytes(first(given))} − {fmt_bytes(req.kv_reserve_bytes)}", budget, "B")
+        res.assume("memory_budget_bytes is taken as the memory left after the base weights; only kv_reserve_bytes is "
+                   "subtracted from it.")
+    else:
+        hw = hardware_spec(lookup, req.hardware, "hardware")
+        note_scope(res, hw)
+        capacity = hw.require("memory_bytes", "hardware")
+        hw.cite(res, "memory_bytes")
+        per_dev = float(explain_memory_rule(res, capacity, req.memory_utilization, req.runtime_reserve_bytes))
+        n = req.devices if req.devices is not None else hw.devices
+        usable = res.step("usable memory", "usable per device × devices", f"{fmt_bytes(per_dev)} × {n}", per_dev * n, "B")
+        if req.base_weight_bytes is not None:
+            weights = req.base_weight_bytes
+            res.step("base weights", "given", fmt_bytes(weights), weights, "B")
+        else:
+            if rec is None:
+                raise CalcInputError("base_weight_bytes", "with `hardware` and explicit modules give base_weight_bytes")
+            weights = model_weight_bytes(rec, req.weight_format, res, "weight_format")
+        budget = usable - weights - req.kv_reserve_bytes
+        res.step("adapter budget", "budget = usable − base weights − kv_reserve_bytes",
+                 f"{fmt_bytes(usable)} − {fmt_bytes(weights)} − {fmt_bytes(req.kv_reserve_bytes)}", budget, "B")
+        res.assume(f"Adapter budget on {n} × {hw.id}: the memory rule's usable bytes minus the base weights"
+                   + (" and the KV reserve" if req.kv_reserve_bytes else " (no KV reserve given: the adapters may take all "
+                      "of it, leaving nothing for the KV cache; give kv_reserve_bytes)")
+                   + "; weights and adapters are split evenly over the devices (as tensor parallelism shards both).")
+    budget = np.maximum(np.asarray(budget, dtype=float), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fit = np.where(bytes_one > 0, np.floor(budget / np.where(bytes_one > 0, bytes_one, 1.0)), np.inf)
+    res.step("adapters that fit", "floor(budget / bytes_per_adapter)",
+             f"floor({num(first(budget))} B / {num(first(bytes_one))} B)", fit, "adapters")
+    outputs["budget_bytes"] = out(budget)
+    outputs["adapters_that_fit"] = _count(fit) if np.all(np.isfinite(fit)) else out(fit)
+    outputs["all_adapters_fit"] = out(np.asarray(bytes_all) <= budget)
+
+
+def _headline(req: LoraRequest, rec: dict | None, o: dict) -> str:
+    name = (rec.get("name") or rec.get("id") or "the model") if rec else f"a {o['layers']}-layer model"
+    rank = H.scalar(req.rank)
+    mods = ", ".join(m["name"] for m in o["modules"][:4]) + (" …" if len(o["modules"]) > 4 else "")
+    s = f"A rank-{H.fmt_count(rank)} adapter of {name} on {mods} takes {H.fmt_bytes(o['bytes_per_adapter'])}"
+    if "adapters_that_fit" in o:
+        fit = H.scalar(o["adapters_that_fit"])
+        if req.hardware:
+            n = req.devices if req.devices is not None else None
+            where = f" left on {n} × {req.hardware} after the base weights" if n else f" left on {req.hardware} after the base weights"
+            where += " and the KV reserve" if req.kv_reserve_bytes else ""
+            s += f", so {H.plural(fit, 'adapter')} fit in the {H.fmt_bytes(o['budget_bytes'])}{where}"
+        else:
+            s += (f", so {H.plural(fit, 'adapter')} fit in a budget of {H.fmt_bytes(o['budget_bytes'])}"
+                  + (" after the KV reserve" if req.kv_reserve_bytes else ""))
+    else:
+        n = H.scalar(req.adapters)
+        s += f"; {H.plural(n, 'adapter')} {'takes' if n == 1 else 'take'} {H.fmt_bytes(o['bytes_all_adapters'])}"
+    return H.sentence(s + H.sweep_note(req.rank, req.adapters, req.memory_budget_bytes, req.link_bytes_per_s))
 
 
 CALCULATORS = [
@@ -316,8 +475,10 @@ CALCULATORS = [
                     "2·d_in·d_out, LoRA 2·r·(d_in + d_out) per token per projection. Schedule: a single copy stream loads "
                     "n adapters; 'load all' starts one batch after the last load; 'ready first' greedily batches the "
                     "loaded adapters whenever the GPU is free. Limits: dense projections only (no MoE experts); ideal "
-                    "overlap; no queueing or arrivals beyond the simultaneous batch.",
+                    "overlap; no queueing or arrivals beyond the simultaneous batch. Budget: adapters that fit = floor((memory_budget_bytes, or "
+                    "usable memory × devices − base weights) − kv_reserve_bytes) / bytes_per_adapter).",
         request_model=LoraRequest,
+        outputs_model=LoraOutputs,
         compute=compute,
         example={"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "dtype_bytes": 2,
                  "adapters": 100, "gpu_slots": 8, "pinned_slots": 6, "tokens_per_adapter": [[20], [17, 1, 1, 1]],
@@ -331,6 +492,9 @@ CALCULATORS = [
                          "schedule": {"requests": 4, "load_s": 0.004,
                                       "prefill_s_by_batch": [{"batch": 1, "prefill_s": 0.016},
                                                              {"batch": 3, "prefill_s": 0.020},
-                                                             {"batch": 4, "prefill_s": 0.022}]}},),
+                                                             {"batch": 4, "prefill_s": 0.022}]}},
+                        {"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "adapters": 1000,
+                         "hardware": "h100-sxm", "kv_reserve_bytes": 40e9},
+                        {"model": "qwen3-8b", "rank": [8, 16, 64], "memory_budget_bytes": 8 * 2**30}),
     ),
 ]

@@ -11,10 +11,10 @@ so TP wins at low load and PP (higher capacity) wins near saturation.
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from calculators.core import (
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
@@ -25,6 +25,7 @@ from calculators.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimat
 from calculators.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
 from calculators.specs import explain_memory_rule, hardware_spec, note_scope
 from calculators.collective import collective_cost, resolve_link
+from calculators import headline_format as H
 
 TERMS = ("memory", "compute", "communication", "handoff")
 
@@ -91,6 +92,105 @@ class SplitWhatIf(CalcRequest):
     allreduces_per_layer: Annotated[int, Field(ge=0, le=1000)] | None = Field(None)
     pp: Annotated[int, Field(ge=1, le=10_000)] | None = Field(None)
     workspace_bytes: NonNegFloat | None = None
+
+
+# --------------------------------------------------------------------------- outputs
+
+Num = float | None
+NumSweep = float | None | list[float | None]
+Term = Literal["memory", "compute", "communication", "handoff"]
+
+
+class SplitCandidateOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tp: int = Field(description="Tensor-parallel degree p.")
+    devices: int = Field(description="tp × pp devices.")
+    memory_time_s: Num = Field(description="(W + KV) / (p × B_hbm), s.")
+    compute_time_s: Num = Field(description="step tokens × FLOPs per token / (p × FLOP/s), s (0 unless given).")
+    allreduce_time_s: Num = Field(description="One ring all-reduce, s.")
+    comm_time_s: Num = Field(description="layers × all-reduces per layer × t_ar, s.")
+    handoff_time_s: Num = Field(description="(pp − 1) stage hand-offs, s.")
+    step_time_s: Num = Field(description="max(memory, compute) + communication + hand-offs, s.")
+    per_device_bytes: Num = Field(description="(W + KV) / (tp × pp) + workspace, B.")
+    free_bytes: Num = Field(description="Usable memory minus per_device_bytes, B (null without a capacity).")
+    fits: bool = Field(description="per_device_bytes ≤ usable memory.")
+    dominant: Term = Field(description="The largest term.")
+    measured_step_time_s: Num = Field(None, description="Measured kernels + this link's all-reduces, s (measured estimate only).")
+
+
+class PipelineOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    stages: int
+    handoff_bytes_per_token: Num = Field(description="tensors × hidden × bytes, B.")
+    handoff_bytes: Num = Field(description="Bytes of one hand-off for the step's tokens, B.")
+    handoff_time_s: Num = Field(description="One hand-off, s.")
+    handoffs_time_s: Num = Field(description="(pp − 1) hand-offs, s.")
+    link_tokens_per_s: Num = Field(description="Tokens per second the stage link can carry.")
+    stage_time_s: NumSweep = Field(description="One balanced stage's time per step, s.")
+    tokens_per_s_upper: NumSweep = Field(description="Step tokens / stage time: the pipelined throughput bound, tokens/s.")
+    bubble_fraction: Num = Field(None, description="(pp − 1) / (m + pp − 1) (with microbatches).")
+    microbatches_time_s: NumSweep = Field(None, description="(m + pp − 1) × stage time, s (with microbatches).")
+
+
+class SplitWhatIfOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    step_time_s: NumSweep
+    memory_time_s: NumSweep
+    comm_time_s: NumSweep
+    fits: bool | list[bool]
+    best: SplitCandidateOut | None
+    why: str
+    moved: str = Field(description="How the best candidate moved from the base's, in one sentence.")
+
+
+class ParallelSplitOutputs(BaseModel):
+    """Outputs of parallel-split: per-candidate times (s) and bytes (B); the flat fields are lists when `tp` is a list."""
+
+    model_config = ConfigDict(extra="forbid")
+    candidates: list[SplitCandidateOut]
+    best: SplitCandidateOut | None = Field(description="Fastest candidate that fits (ties: the smaller tp).")
+    why: str = Field(description="Why the best candidate is chosen.")
+    tp: int | list[int]
+    memory_time_s: NumSweep
+    comm_time_s: NumSweep
+    step_time_s: NumSweep
+    per_device_bytes: NumSweep
+    free_bytes: NumSweep
+    fits: bool | list[bool]
+    dominant: Term | list[Term]
+    weight_bytes: Num = Field(description="Weight bytes W of the whole model, B.")
+    kv_bytes: Num = Field(description="KV/state bytes of the batch, B.")
+    message_bytes: Num = Field(description="Bytes M of each all-reduce, B.")
+    allreduces: int = Field(description="All-reduces per step (layers × per layer).")
+    pipeline: PipelineOut | None
+    what_if: list[SplitWhatIfOut]
+    measured_parts_s: dict[str, NumSweep] | None = Field(None, description="Measured time per op, s (measured estimate only).")
+    measured_to_bound_ratio: NumSweep = Field(None, description="Measured / bound step time.")
+    measured_extrapolated_fraction: NumSweep = Field(None, description="Fraction of lookups outside the measured range.")
+    measured_kernels: dict[str, Any] | None = Field(None, description="The measured system, framework, version and tables.")
+    measured_best: dict[str, Any] | None = Field(None, description="Fastest fitting candidate by the measured estimate.")
+
+
+class QueueCandidateOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["tp", "pp", "replicas"]
+    capacity_per_s: Num = Field(description="Requests per second the group can serve.")
+    service_s: Num = Field(description="Service time at the bottleneck, s.")
+    mean_time_s: NumSweep = Field(description="Mean completion time, s (null when unstable).")
+    utilisation: NumSweep = Field(description="λ × service time.")
+    stable: bool | list[bool]
+
+
+class TpVsPpOutputs(BaseModel):
+    """Outputs of tp-vs-pp-queueing; lists when the arrival rate is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    candidates: list[QueueCandidateOut]
+    tp_mean_time_s: NumSweep
+    pp_mean_time_s: NumSweep
+    replicas_mean_time_s: NumSweep
+    best: str | None | list[str | None] = Field(description="Layout with the least mean time (null when all are unstable).")
 
 
 def _kv_from_model(rec: dict, tokens: int, fmt: Fmt, res: Result) -> float:
@@ -339,11 +439,12 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         "tp": req.tp,
         "memory_time_s": flat(mem_t), "comm_time_s": flat(comm_t), "step_time_s": flat(step),
         "per_device_bytes": flat(per_dev), "free_bytes": flat(free), "fits": flat(fits), "dominant": flat(dominant),
-        "weight_bytes": out(W), "kv_bytes": out(KV), "message_bytes": out(M), "allreduces": n_ar,
-        "pipeline": pipeline,
+        "weight_bytes": out(W), "kv_bytes": out(KV), "message_bytes": out(M), "allreduces": int(n_ar),
+        "pipeline": out(pipeline),
         "what_if": _what_ifs(req, lookup, res, best_i, comm_t.tolist(), mem_t.tolist()),
         **({k: v for k, v in measured.items() if k != "measured_step_time_s"} if measured else {}),
     }
+    res.headline = _headline(req, res.outputs)
     res.assume(
         "First-pass decode model: every step reads the weights and KV once, split evenly over the TP ranks; local compute is "
         "below the memory time unless flops_per_token and flop_per_s are given.",
@@ -365,6 +466,32 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         res.assume("Pipeline stages run one after another for a token: the memory time is not cut by pp, (pp − 1) hand-offs are added; "
                    "stages are balanced. Throughput with microbatches is bounded by one stage's time.")
     return res
+
+
+def _headline(req: ParallelSplitRequest, o: dict) -> str:
+    best = o["best"]
+    cands = o["candidates"]
+    pp = f" × PP={req.pp}" if req.pp > 1 else ""
+    if best is None:
+        return H.sentence(f"None of the {H.plural(len(cands), 'candidate')} fits in device memory at PP={req.pp}: add devices, "
+                          "stages or a smaller format")
+    n_fit = sum(1 for c in cands if c["fits"])
+    s = (f"Choose TP={best['tp']}{pp}: a {H.fmt_seconds(best['step_time_s'])} decode step (memory "
+         f"{H.fmt_seconds(best['memory_time_s'])}, all-reduce {H.fmt_seconds(best['comm_time_s'])}), the fastest of "
+         f"{H.plural(n_fit, 'candidate')} that fit")
+    higher = sorted((c for c in cands if c["fits"] and c["tp"] > best["tp"]), key=lambda c: c["tp"])
+    if higher:
+        j = higher[0]
+        saved = (best["memory_time_s"] or 0) - (j["memory_time_s"] or 0)
+        added = (j["comm_time_s"] or 0) - (best["comm_time_s"] or 0)
+        s += (f"; TP={j['tp']} would save {H.fmt_seconds(saved)} of memory time but add {H.fmt_seconds(added)} of "
+              "all-reduce time")
+    elif n_fit > 1:
+        s += "; it is the largest that fits, and each further split still saved more memory time than it added in all-reduces"
+    unfit = [c["tp"] for c in cands if not c["fits"]]
+    if unfit:
+        s += f"; TP={', '.join(map(str, unfit[:6]))}{' …' if len(unfit) > 6 else ''} {'does' if len(unfit) == 1 else 'do'} not fit"
+    return H.sentence(s)
 
 
 LINK_FIELDS = ("link_alpha_s", "link_bandwidth_bytes_per_s")
@@ -467,12 +594,22 @@ def compute_queueing(req: TpVsPpRequest, lookup: Lookup) -> Result:
     times = np.stack([np.broadcast_to(t, lam.shape) for t in (t_tp, t_pp, t_rep)])
     best = np.where(np.isfinite(np.min(times, axis=0)), np.asarray(names)[np.argmin(times, axis=0)], None)
     cands = [
-        {"name": "tp", "capacity_per_s": K / D, "service_s": S_tp, "mean_time_s": out(t_tp), "utilisation": out(rho_tp), "stable": out(rho_tp < 1)},
-        {"name": "pp", "capacity_per_s": n / D, "service_s": S_pp, "mean_time_s": out(t_pp), "utilisation": out(rho_pp), "stable": out(rho_pp < 1)},
-        {"name": "replicas", "capacity_per_s": n / D, "service_s": D, "mean_time_s": out(t_rep), "utilisation": out(rho_rep), "stable": out(rho_rep < 1)},
+        {"name": "tp", "capacity_per_s": out(K / D), "service_s": out(S_tp), "mean_time_s": out(t_tp), "utilisation": out(rho_tp), "stable": out(rho_tp < 1)},
+        {"name": "pp", "capacity_per_s": out(n / D), "service_s": out(S_pp), "mean_time_s": out(t_pp), "utilisation": out(rho_pp), "stable": out(rho_pp < 1)},
+        {"name": "replicas", "capacity_per_s": out(n / D), "service_s": D, "mean_time_s": out(t_rep), "utilisation": out(rho_rep), "stable": out(rho_rep < 1)},
     ]
     res.outputs = {"candidates": cands, "tp_mean_time_s": out(t_tp), "pp_mean_time_s": out(t_pp), "replicas_mean_time_s": out(t_rep),
                    "best": best.tolist()}
+    b0 = best.reshape(-1)[0] if best.size else None
+    times0 = {k: H.scalar(v) for k, v in (("TP", t_tp), ("PP", t_pp), ("replicas", t_rep))}
+    shown = ", ".join(f"{k} {H.fmt_seconds(v) if v is not None and np.isfinite(v) else 'unstable'}" for k, v in times0.items())
+    note = H.sweep_note(req.arrival_rate_per_s)
+    if b0 is None:
+        res.headline = H.sentence(f"At {H.fmt_num(l0)} req/s every layout is overloaded on {n} devices{note}")
+    else:
+        label = {"tp": "tensor parallelism gives", "pp": "pipeline stages give", "replicas": "independent replicas give"}[str(b0)]
+        res.headline = H.sentence(f"At {H.fmt_num(l0)} req/s {label} the shortest mean completion time on {n} "
+                                  f"devices ({shown}){note}")
     res.assume(
         "Poisson arrivals, identical requests (deterministic service), FCFS, one queue per server: M/D/1 mean values, not tails.",
         "PP stages are balanced (D / s each); only the first stage queues, later stages receive requests already spaced by D / s.",
@@ -495,16 +632,21 @@ CALCULATORS = [
                     "(pp−1) stage hand-offs of tensors × hidden × bytes × tokens are added and the bubble is (pp−1)/(m+pp−1). "
                     "A first-pass decode model: no overlap, no replication, no kernel efficiency.",
         request_model=ParallelSplitRequest,
+        outputs_model=ParallelSplitOutputs,
         compute=compute,
         example={"weight_bytes": 16.4e9, "kv_bytes": 1207959552, "layers": 36, "hidden_size": 4096,
                  "hbm_bandwidth_bytes_per_s": 2e12, "memory_bytes": 80e9, "link_alpha_s": 5e-6,
                  "link_bandwidth_bytes_per_s": 25e9, "tp": [1, 2, 4, 8]},
         extra_examples=({"model": "qwen3-8b", "context_tokens": 8192, "hbm_bandwidth_bytes_per_s": 2e12,
-                         "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 200e9, "tp": [1, 2, 4, 8]},),
+                         "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 200e9, "tp": [1, 2, 4, 8]},
+                        {"model": "llama-3.1-70b", "hardware": "h100-sxm", "interconnect": "nvlink4", "context_tokens": 8192,
+                         "batch": 8, "tp": [1, 2, 4, 8], "pp": 2, "microbatches": 4,
+                         "what_if": [{"label": "PCIe-class link", "link_alpha_s": 1e-5, "link_bandwidth_bytes_per_s": 25e9}]}),
         cases=("model-parallelism", "model-resource-accounting", "communication-tuning", "collective-paths-and-diagnosis"),
         sweepable=("tp",),
-        chart=Chart(x="tp", y=("memory_time_s", "comm_time_s", "step_time_s"), x_label="tensor-parallel degree",
-                    y_label="seconds per step"),
+        chart=Chart(x="tp", y=("memory_time_s", "comm_time_s", "step_time_s", "what_if.*.step_time_s"),
+                    x_label="tensor-parallel degree (devices per stage)", y_label="time per decode step", y_unit="s",
+                    x_scale="linear", fits="fits", marker="best.tp", marker_label="best TP"),
     ),
     Calculator(
         name="tp-vs-pp-queueing",
@@ -516,6 +658,7 @@ CALCULATORS = [
         description="TP: T = D/K + λ(D/K)²/[2(1−λD/K)], capacity K/D. PP with s balanced stages: T = D + (s−1)t_h + "
                     "λ(D/s)²/[2(1−λD/s)], capacity s/D. Replicas: each an M/D/1 at λ/n. Means only.",
         request_model=TpVsPpRequest,
+        outputs_model=TpVsPpOutputs,
         compute=compute_queueing,
         example={"service_s": 0.2, "tp_speedup": 1.6, "devices": 2, "arrival_rate_per_s": [1, 3, 5, 7]},
         cases=("chunking-and-state-transfer", "model-parallelism"),

@@ -5,12 +5,15 @@ The book's routing method (cases `routing-cost-and-completion`, `single-agent-se
 cache-read price, a miss pays the input price for it; output tokens include thinking), keep every
 failed attempt in the numerator, divide by the tasks that pass, and only then compare candidates.
 A cheaper unit price does not make a cheaper task; a deadline can rule out a cheaper candidate.
+A cascade tries a cheap candidate first and escalates a failed task to the next one.
 """
 from __future__ import annotations
 
 
+import math
+
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.core import (
     MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
@@ -18,6 +21,7 @@ from calculators.core import (
 )
 from calculators.core import quiet
 from calculators.base import Calculator, Chart
+from calculators import headline_format as H
 
 
 MTOK = 1e6
@@ -97,12 +101,102 @@ class Requirement(CalcRequest):
     min_tokens_per_s: NonNegFloat | None = Field(None, description="Lowest acceptable output speed per request, tokens/s.")
 
 
-class RoutingCostRequest(CalcRequest):
-    """Candidates for one workload of `tasks` single-call tasks."""
+class CascadeStage(CalcRequest):
+    """One stage of a cascade: a candidate and the cost of checking its answer."""
 
-    tasks: PosInt = Field(1, description="Tasks submitted (one call each; failures are not retried).", examples=[1000])
+    candidate: str = Field(min_length=1, max_length=100, description="Name of one of `candidates`.", examples=["A"])
+    verify_cost: NonNegFloat = Field(0.0, description="Cost of judging/verifying this stage's answer, per task that reaches "
+                                     "the stage, in the prices' currency (0 = a free, perfect check).", examples=[0.001])
+
+
+class RoutingCostRequest(CalcRequest):
+    """Candidates for one workload of `tasks` tasks."""
+
+    tasks: PosInt = Field(1, description="Tasks submitted. `cost_total` bills one attempt per task; cost per success "
+                          "divides by the pass rate (see the assumptions).", examples=[1000])
     candidates: list[Candidate] = Field(min_length=1, max_length=20, description="Candidates, compared in this order.")
     requirement: Requirement | None = Field(None, description="Optional feasibility requirement.")
+    cascade: list[CascadeStage] | None = Field(None, min_length=1, max_length=20, description="Optional cascade: try the "
+                                               "first stage's candidate, escalate a task that fails to the next stage, "
+                                               "and so on; compared with the single candidates.",
+                                               examples=[[{"candidate": "A"}, {"candidate": "B"}]])
+
+
+# --------------------------------------------------------------------------- outputs
+
+Num = float | None
+NumSweep = float | None | list[float | None]
+BoolSweep = bool | list[bool]
+
+
+class PricesOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input: Num = Field(description="Price per million uncached input tokens.")
+    cache_read: Num = Field(description="Price per million prefix tokens read on a hit.")
+    cache_write: Num = Field(description="Price per million tokens written to the cache.")
+    output: Num = Field(description="Price per million output tokens (self-hosted: the effective price; null if unbounded).")
+
+
+class CandidateOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    cost_per_call_hit: Num = Field(description="Cost of one call whose prefix hits the cache (prices' currency).")
+    cost_per_call_miss: Num = Field(description="Cost of one call that misses.")
+    cost_per_call: NumSweep = Field(description="h·hit + (1−h)·miss per call; a list when cache_hit_rate is swept.")
+    cost_total: NumSweep = Field(description="tasks × cost per call: one attempt per task.")
+    cost_per_success: NumSweep = Field(description="cost per call / pass rate (null when the pass rate is 0).")
+    feasible: BoolSweep = Field(description="Meets the requirement.")
+    min_hit_rate_for_deadline: Num = Field(description="Least cache-hit rate that meets the deadline target (null: none or no deadline).")
+    price_per_mtok: PricesOut
+    fraction_passed_on_time: NumSweep = Field(None, description="pass × on-time fraction (only with a deadline).")
+    latency_s: dict[str, Num] | None = Field(None, description="Complete request time on a hit / a miss, s.")
+    tokens_per_s: float | None = Field(None, description="Output tokens per second per request.")
+    monthly_cost: Num = Field(None, description="Self-hosted: one worker's share of the monthly rent.")
+    monthly_output_tokens: Num = Field(None, description="Self-hosted: output tokens one worker decodes in the month.")
+
+
+class BreakEvenOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    x: str
+    y: str
+    hit_rate: NumSweep = Field(description="Hit rate of x at which its cost per success equals y's (null outside [0, 1]).")
+    x_cheaper_when: str | None = Field(description="'above' or 'below' that hit rate; null when x's cost does not depend on it.")
+
+
+class StageOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    candidate: str
+    reach_probability: float = Field(description="P(a task reaches this stage) = Π of the earlier stages' failure rates.")
+    pass_rate: float = Field(description="The candidate's pass rate.")
+    cost_per_call: NumSweep = Field(description="The candidate's cost per call at its hit rate.")
+    verify_cost: Num = Field(description="Verification cost per task reaching the stage.")
+    expected_cost: NumSweep = Field(description="reach_probability × (cost_per_call + verify_cost).")
+
+
+class CascadeOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    stages: list[StageOut]
+    success_rate: float = Field(description="1 − Π (1 − pass rate) over the stages.")
+    cost_per_task: NumSweep = Field(description="Σ reach_probability × (cost per call + verify cost), per submitted task.")
+    cost_per_success: NumSweep = Field(description="cost_per_task / success_rate (null when nothing passes).")
+    cost_total: NumSweep = Field(description="tasks × cost_per_task.")
+    mean_latency_s: Num = Field(description="Σ reach_probability × mean latency of the stage (null when a stage has no latency).")
+    worst_latency_s: Num = Field(description="Every stage run: Σ of the stages' miss latencies (null when a stage has no latency).")
+    feasible: BoolSweep | None = Field(description="Success rate meets min_pass_rate; null when a deadline is required "
+                                       "(not evaluated for a cascade).")
+    best_single: str | list[str | None] | None = Field(description="The cheapest feasible single candidate.")
+    saving_vs_best_single: NumSweep = Field(description="Best single candidate's cost per success minus the cascade's "
+                                            "(positive: the cascade is cheaper).")
+
+
+class RoutingCostOutputs(BaseModel):
+    """Outputs of routing-cost, in the prices' currency; lists where a cache-hit rate is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    candidates: list[CandidateOut]
+    break_even: list[BreakEvenOut]
+    cheapest_feasible: str | list[str | None] | None = Field(description="Feasible candidate with the least cost per success.")
+    cascade: CascadeOut | None = Field(None, description="Only with `cascade`.")
 
 
 def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, dict | None]:
@@ -165,7 +259,7 @@ def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
         raise CalcInputError(("requirement", "min_fraction_passed_on_time" if rq.deadline_s is not None else "deadline_s"),
                              "deadline_s and min_fraction_passed_on_time go together")
 
-    rows, per_success, feasible, hit_costs, miss_costs, passes = [], [], [], [], [], []
+    rows, per_success, feasible, hit_costs, miss_costs, passes, calls, lats = [], [], [], [], [], [], [], []
     for i, c in enumerate(req.candidates):
         p, monthly = _prices(c, i, lookup, res)
         u = c.usage
@@ -244,6 +338,8 @@ def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
         hit_costs.append(hit)
         miss_costs.append(miss)
         passes.append(c.pass_rate)
+        calls.append(call)
+        lats.append(lat)
 
     # break-even: hit rate of x at which x's cost per success equals y's at y's own hit rate
     pairs = []
@@ -279,20 +375,107 @@ def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
         "break_even": pairs,
         "cheapest_feasible": cheapest.tolist() if np.ndim(cheapest) else cheapest.item(),
     }
+    if req.cascade is not None:
+        res.outputs["cascade"] = _cascade(req, rq, res, names, calls, passes, lats, per_success, costs, cheapest)
     res.assume(
-        "Each task is one call; failed calls stay in the numerator and are not retried.",
+        "Cost per success = cost per call / pass rate: the expected cost when a task that fails is retried on the same "
+        "candidate until it passes (independent attempts, a geometric number of them with mean 1 / pass rate). "
+        "`cost_total` bills one attempt per task.",
         "A hit bills the whole prefix at the cache-read price, a miss at the input price; new input always at the input price.",
         "Output tokens are billed output including thinking; storage, tool and environment fees are not included.",
         "Cache-write tokens are paid on misses only (the miss writes the prefix), at the cache-write price instead of the input price.",
-        "Hits are independent of quality: cost per success = cost per call / pass rate.",
+        "Hits are independent of quality: a retry or a hit does not change the pass rate.",
     )
     if rq.deadline_s is not None:
         res.assume("Deadline check: a task counts when it passes and its complete request time (hit or miss) is within the "
                    "deadline; hit and pass are independent. This is a mean fraction, not a percentile guarantee.")
+    res.headline = _headline(req, res.outputs)
     if any(c.self_hosted for c in req.candidates):
         res.assume("Self-hosted: the pool rent is shared equally by `workers` co-tenants and carried entirely by output tokens "
                    "at the stated per-worker speed, decoding continuously (no idle or tool wait; prefill not charged separately).")
     return res
+
+
+def _cascade(req, rq, res: Result, names, calls, passes, lats, per_success, costs, cheapest) -> dict:
+    """Cheap candidate first; a failed task escalates to the next stage. Stage failures are independent."""
+    idx = []
+    for i, st in enumerate(req.cascade):
+        if st.candidate not in names:
+            raise CalcInputError(("cascade", i, "candidate"), f"unknown candidate {st.candidate!r}; known: {', '.join(names)}")
+        idx.append(names.index(st.candidate))
+    reach, stages, cost_task = 1.0, [], 0.0
+    mean_lat, worst_lat = 0.0, 0.0
+    for st, k in zip(req.cascade, idx):
+        stage_cost = calls[k] + st.verify_cost
+        exp = reach * stage_cost
+        stages.append({"candidate": st.candidate, "reach_probability": reach, "pass_rate": passes[k],
+                       "cost_per_call": out(calls[k]), "verify_cost": st.verify_cost, "expected_cost": out(exp)})
+        cost_task = cost_task + exp
+        lat = lats[k]
+        if lat is None or mean_lat is None:
+            mean_lat = worst_lat = None
+        else:
+            h = float(first(req.candidates[k].cache_hit_rate))
+            mean_lat += reach * (h * lat[0] + (1.0 - h) * lat[1])
+            worst_lat += max(lat)
+        reach = reach * (1.0 - passes[k])
+    success = 1.0 - reach
+    chain = " → ".join(st.candidate for st in req.cascade)
+    res.step("cascade: reach probabilities", "P(reach stage i) = Π_{j<i} (1 − pass_j)",
+             ", ".join(f"{s['candidate']}: {num(s['reach_probability'])}" for s in stages), [s["reach_probability"] for s in stages],
+             "probability")
+    res.step("cascade: cost per task", "Σ_i P(reach i) × (cost per call_i + verify_i)",
+             " + ".join(f"{num(s['reach_probability'])} × ({num(first(calls[k]))} + {num(s['verify_cost'])})"
+                        for s, k in zip(stages, idx)), cost_task, "per task")
+    res.step("cascade: success rate", "1 − Π_i (1 − pass_i)", "1 − " + " × ".join(f"{num(1 - passes[k])}" for k in idx),
+             success, "fraction")
+    per_succ = np.asarray(cost_task, dtype=float) / success if success > 0 else np.full(np.shape(cost_task), np.inf)
+    res.step("cascade: cost per success", "cost per task / success rate", f"{num(first(cost_task))} / {num(success)}",
+             per_succ, "per success")
+    if rq.deadline_s is not None:
+        feasible = None
+    else:
+        ok = success >= rq.min_pass_rate - TOL if rq.min_pass_rate is not None else True
+        feasible = bool(ok)
+    best_cost = np.min(costs, axis=0)
+    saving = np.where(np.isfinite(best_cost), best_cost - per_succ, np.nan)
+    res.assume(f"Cascade {chain}: every stage judges its answer (perfectly, at verify_cost) and a failed task moves to the "
+               "next stage; stage failures are independent, so success = 1 − Π (1 − pass rate). Real failures are "
+               "correlated (a task too hard for one model is often hard for the next): the true success rate is lower "
+               "and the cost per success higher. A task that fails every stage is not retried.")
+    if rq.deadline_s is not None:
+        res.assume("The deadline is not evaluated for the cascade (escalation adds the stages' latencies); its `feasible` is null.")
+    return {"stages": stages, "success_rate": success, "cost_per_task": out(cost_task), "cost_per_success": out(per_succ),
+            "cost_total": out(req.tasks * np.asarray(cost_task)), "mean_latency_s": mean_lat,
+            "worst_latency_s": worst_lat, "feasible": feasible,
+            "best_single": cheapest.tolist() if np.ndim(cheapest) else cheapest.item(), "saving_vs_best_single": out(saving)}
+
+
+def _headline(req: RoutingCostRequest, o: dict) -> str:
+    best = o["cheapest_feasible"]
+    best0 = best[0] if isinstance(best, list) else best
+    note = H.sweep_note(*[c.cache_hit_rate for c in req.candidates])
+    if best0 is None:
+        vals = [(H.scalar(r["cost_per_success"]), r["name"]) for r in o["candidates"]]
+        vals = [v for v in vals if v[0] is not None and v[0] == v[0]]
+        s = "No candidate meets the requirement"
+        if vals:
+            v, n = min(vals)
+            s += f"; the lowest cost per successful task regardless is {n}'s {H.fmt_usd(v)}"
+    else:
+        row = next(r for r in o["candidates"] if r["name"] == best0)
+        cand = next(c for c in req.candidates if c.name == best0)
+        s = (f"{best0} is the cheapest feasible candidate at {H.fmt_usd(row['cost_per_success'])} per successful task "
+             f"({H.fmt_usd(row['cost_per_call'])} per call, pass rate {H.fmt_pct(cand.pass_rate)})")
+    c = o.get("cascade")
+    if c is not None:
+        chain = " → ".join(st["candidate"] for st in c["stages"])
+        s += (f"; the cascade {chain} costs {H.fmt_usd(c['cost_per_success'])} per success at a "
+              f"{H.fmt_pct(c['success_rate'])} success rate")
+        saving = H.scalar(c["saving_vs_best_single"])
+        if saving is not None and math.isfinite(saving) and best0 is not None:
+            s += f", {H.fmt_usd(abs(saving))} {'less' if saving > 0 else 'more'} than {best0}" if saving != 0 else f", the same as {best0}"
+    return H.sentence(s + note)
 
 
 EXAMPLE = {
@@ -317,18 +500,24 @@ CALCULATORS = [
                 "that pass, finds the cache-hit rates where the choice flips, and checks quality, deadline and speed.",
         description="Per call: hit = (prefix·p_read + new·p_in + out·p_out)/10⁶, miss = ((prefix−w)·p_in + w·p_write + "
                     "new·p_in + out·p_out)/10⁶; cost per call = h·hit + (1−h)·miss; cost per success = cost per call / "
-                    "pass rate. Break-even: for every ordered pair (x, y) the hit rate of x at which x's cost per success "
+                    "pass rate (the expected cost of retrying the same candidate until it passes). Cascade: cost per task = Σ P(reach i)·(call_i + "
+                    "verify_i), P(reach i) = Π_{j<i}(1 − pass_j), success = 1 − Π(1 − pass_i), cost per success = cost per "
+                    "task / success (independent stage failures). Break-even: for every ordered pair (x, y) the hit rate of x at which x's cost per success "
                     "equals y's at y's own hit rate, null outside [0, 1]. Deadline: pass·(h·[t_hit≤D] + (1−h)·[t_miss≤D]) "
                     "≥ target gives the least hit rate. A self-hosted candidate turns a pool rent h $/hour shared by B "
                     "workers at r tokens/s into an output price (h/B)/(3600·r)·10⁶ and monthly figures (720 h). Limits: "
-                    "one call per task, independence of hit and quality, mean (not tail) deadline fraction.",
+                    "independent attempts (retries and cascade stages), independence of hit and quality, mean (not tail) "
+                    "deadline fraction.",
         request_model=RoutingCostRequest,
+        outputs_model=RoutingCostOutputs,
         compute=compute,
         example=EXAMPLE,
+        extra_examples=({**EXAMPLE, "requirement": {"min_pass_rate": 0.75},
+                         "cascade": [{"candidate": "A", "verify_cost": 0.001}, {"candidate": "B", "verify_cost": 0.001}]},),
         cases=("routing-cost-and-completion", "single-agent-serving-cost", "platform-routing", "cache-events-and-routing"),
         sweepable=("cache_hit_rate",),
         chart=Chart(x="cache_hit_rate", y=("candidates.*.cost_per_success",), kind="line",
-                    x_label="cache hit rate (fraction of calls)", y_label="cost per successful task",
+                    x_label="cache hit rate (fraction of calls)", y_label="USD per successful task", y_unit="USD",
                     marker="break_even.*.hit_rate"),
     ),
 ]

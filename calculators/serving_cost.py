@@ -36,6 +36,7 @@ from calculators.core import (
     num,
     out,
 )
+from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.architecture import (
     MODEL_CONFIG_FIELD,
@@ -47,7 +48,7 @@ from calculators.architecture import (
 )
 from calculators.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.formats import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
-from calculators.specs import hardware_spec, note_scope, usable_memory_bytes
+from calculators.specs import hardware_spec, note_scope, stored_device_price, usable_memory_bytes
 
 
 class ServingCostRequest(CalcRequest):
@@ -64,7 +65,9 @@ class ServingCostRequest(CalcRequest):
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory_bytes and memory_bandwidth_bytes_per_s.", examples=["h100-sxm"])
     memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory capacity in bytes (80 GiB = 85899345920; a decimal 80 GB = 80e9).")
     memory_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Device memory bandwidth in B/s.")
-    price_per_device_hour_usd: PosFloat = Field(description="Price of one device for one hour, USD.", examples=[8.0])
+    price_per_device_hour_usd: PosFloat | None = Field(
+        None, description="Price of one device for one hour, USD. Default with `hardware`: the lowest stored on-demand "
+                          "GPU-hour price of that device (cited; the deployment planner's rule).", examples=[8.0])
     target_tokens_per_s: PosFloat = Field(description="Output tokens per second the service must deliver.", examples=[1000])
     batch: PosIntSweep | None = Field(None, description="Sequences decoded together per replica. Sweepable. Default: the largest "
                                       "power of two that fits the replica's memory and keeps the decode step within "
@@ -85,6 +88,8 @@ class ServingCostRequest(CalcRequest):
             raise ValueError("give hardware or explicit memory/bandwidth, not both")
         if not self.hardware and self.memory_per_device_bytes is None:
             raise ValueError("give hardware or memory_per_device_bytes")
+        if not self.hardware and self.price_per_device_hour_usd is None:
+            raise ValueError("give price_per_device_hour_usd (or hardware, whose lowest stored on-demand price is the default)")
         return self
 
 
@@ -133,7 +138,7 @@ def _largest_batch(W: float, kv_seq: np.ndarray, usable: float, bw: float, targe
     return chosen
 
 
-def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_step, reps, total) -> dict:
+def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_step, reps, total, price: float) -> dict:
     """The decode step from measured kernels at the same batch, context and devices (as TP), and what it costs."""
     arch = arch_from_record(rec, None, "model")
     shipped = shipped_weight_formats(rec.get("weight_dtype"))
@@ -145,7 +150,7 @@ def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_st
         return {}
     t = np.asarray(est["measured_time_s"], dtype=float)
     tps = b / t
-    cost_h = total * req.price_per_device_hour_usd
+    cost_h = total * price
     cost_m = cost_h / (reps * tps * 3600.0) * 1e6
     res.step("measured cost per 1M tokens", "cost/h ÷ (replicas × batch / t_measured × 3600) × 1e6",
              f"${num(first(cost_h))}/h ÷ ({num(first(reps))} × {num(first(tps))} × 3600) × 1e6", cost_m, "USD")
@@ -169,6 +174,14 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         mem = hw.require("memory_bytes", "hardware")
         bw = hw.require("memory_bandwidth_bytes_per_s", "hardware")
         hw.cite(res, "memory_bytes", "memory_bandwidth_bytes_per_s")
+    price = req.price_per_device_hour_usd
+    if price is None:
+        price, basis = stored_device_price(lookup, hw.id, res)
+        if price is None:
+            raise CalcInputError("price_per_device_hour_usd", f"{hw.id} has no stored GPU-hour price: give one")
+        res.assume(f"Price: ${price:,.2f} per device-hour, the lowest stored on-demand price of {hw.id} ({basis}); "
+                   "give price_per_device_hour_usd for your own.")
+    res.inputs["price_per_device_hour_usd"] = price
     x = broadcast({"batch": req.batch if req.batch is not None else 1, "context_tokens": req.context_tokens})
     b, ctx = x["batch"], x["context_tokens"]
     bpp = req.bytes_per_param
@@ -213,12 +226,12 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         reps = np.maximum(1.0, np.ceil(req.target_tokens_per_s / tps - 1e-12))
         res.step("replicas", "⌈target / per-replica⌉", f"⌈{num(req.target_tokens_per_s)} / {num(first(tps))}⌉", reps, "replicas")
         total = dev * reps
-        cost_h = total * req.price_per_device_hour_usd
+        cost_h = total * price
         cost_m = cost_h / (reps * tps * 3600.0) * 1e6
         res.step("cost per 1M tokens", "cost/h ÷ (replicas × tok/s × 3600) × 1e6",
                  f"${num(first(cost_h))}/h ÷ ({num(first(reps))} × {num(first(tps))} × 3600) × 1e6", cost_m, "USD")
         methods["bandwidth"] = {
-            "weight_bytes": W, "kv_bytes_per_token": kv_tok, "kv_bytes_per_sequence": out(kv_seq),
+            "batch": out(b), "weight_bytes": W, "kv_bytes_per_token": kv_tok, "kv_bytes_per_sequence": out(kv_seq),
             "memory_per_replica_bytes": out(need), "devices_per_replica": out(dev), "step_time_s": out(step),
             "tokens_per_s_per_replica": out(tps), "replicas": out(reps), "total_devices": out(total),
             "cost_per_hour_usd": out(cost_h), "cost_per_mtok_usd": out(cost_m),
@@ -226,7 +239,7 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             "capacity_utilization": out(req.target_tokens_per_s / (reps * tps)),
         }
         if req.hardware and rec is not None and req.estimate != "bound":
-            methods["bandwidth"].update(_measured(req, lookup, res, rec, b, ctx, dev, step, reps, total))
+            methods["bandwidth"].update(_measured(req, lookup, res, rec, b, ctx, dev, step, reps, total, price))
         elif req.estimate == "measured":
             raise CalcInputError("estimate", "a measured estimate needs a model and a hardware id with measured kernels")
         res.assume("Bandwidth method: decode is memory-bound; each step reads all weights once (an upper bound for MoE at "
@@ -239,7 +252,7 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     # ---- the page's heuristic
     bits = bpp * 8
     try:
-        page = page_method(params, bits, mem / 1e9, req.price_per_device_hour_usd, req.target_tokens_per_s)
+        page = page_method(params, bits, mem / 1e9, price, req.target_tokens_per_s)
     except CalcInputError:
         if req.method == "page":
             raise
@@ -261,7 +274,30 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
                    "gives 500 tok/s to a 1B FP16 model; the 1.2 × size headroom stands in for KV cache; int(x + 0.99) is a "
                    "ceiling that misses fractions below 0.01; batch, context and bandwidth do not enter.")
     res.outputs = {**methods[req.method], "method": req.method, "methods": methods}
+    res.headline = _headline(req, res.outputs, rec)
     return res
+
+
+def _headline(req: ServingCostRequest, o: dict, rec: dict | None) -> str:
+    """Cost per million tokens and the fleet that delivers the target (a sweep: its first point)."""
+    n = hf.n_points(o.get("devices_per_replica"), req.batch, req.context_tokens)
+    who = hf.name_of(rec) if rec is not None else f"a {hf.fmt_big(req.params)}-parameter model"
+    where = f" × {req.hardware}" if req.hardware else " devices"
+    text = (f"Serving {who} at {hf.fmt_num(req.target_tokens_per_s)} tokens/s costs {hf.fmt_usd(o.get('cost_per_mtok_usd'))} "
+            f"per million tokens at full capacity ({o.get('method')} method")
+    if o.get("method") == "bandwidth":
+        chosen = "" if req.batch is not None else " (chosen to fit memory and the step target)"
+        text += f", batch {hf.fmt_count(o.get('batch'))}{chosen} at {hf.fmt_count(req.context_tokens)} tokens of context"
+    text += (f"): {hf.fmt_count(o.get('replicas'))} {'replica' if hf.scalar(o.get('replicas')) == 1 else 'replicas'} of "
+             f"{hf.fmt_count(o.get('devices_per_replica'))}, {hf.fmt_count(o.get('total_devices'))}{where} for "
+             f"{hf.fmt_usd(o.get('cost_per_hour_usd'))}/h")
+    if o.get("cost_per_mtok_at_target_usd") is not None:
+        text += f", or {hf.fmt_usd(o['cost_per_mtok_at_target_usd'])} per million tokens at the target rate"
+    if o.get("measured_cost_per_mtok_usd") is not None:
+        text += f"; measured kernels put it at {hf.fmt_usd(o['measured_cost_per_mtok_usd'])} per million tokens"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
 
 
 CALCULATORS = [

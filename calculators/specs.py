@@ -227,6 +227,25 @@ def alpha_assumption(link: LinkSpec, field_name: str) -> str:
 _FIT_CACHE: dict[str, list] = {}
 
 
+def stored_device_price(lookup: Lookup, hardware_id: str, res: Result) -> tuple[float | None, str]:
+    """USD per device-hour from the store: the lowest on-demand GPU-hour price of `hardware_id` (cited),
+    with a basis naming provider, region and date; (None, why) when none is stored. The one default
+    every calculator that prices hardware uses (the planner, serving-cost)."""
+    try:
+        offers = lookup("gpu_prices", hardware_id)
+    except KeyError:
+        offers = []
+    on_demand = [o for o in offers if o.get("pricing") in (None, "on-demand")] or list(offers)
+    if not on_demand:
+        return None, "no stored price: give price_per_device_hour_usd"
+    best = min(on_demand, key=lambda o: o["device_usd_per_hour"]["value"])
+    fact = best["device_usd_per_hour"]
+    res.cite({"record": best.get("id"), "field": "device_usd_per_hour", "value": fact["value"], "source": fact.get("source"),
+              "locator": fact.get("locator"), "source_url": fact.get("source_url")})
+    return float(fact["value"]), (f"{best.get('provider')} {best.get('pricing', 'on-demand')} "
+                                  f"({best.get('region') or 'region not stated'}, {best.get('date')})")
+
+
 def measured_link_fits(lookup: Lookup, link_id: str, hardware_id: str | None = None):
     """All-reduce fits (one per GPU count) of the measured system behind a link, or None when none is measured.
 

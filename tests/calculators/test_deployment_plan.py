@@ -125,3 +125,21 @@ def test_search_space_is_bounded():
     with pytest.raises(CalcInputError):
         plan({"model": "llama-3.1-70b", **TRAFFIC, "batch": list(range(1, 2049)), "tp": list(range(1, 17)), "pp": list(range(1, 5))})
     assert math.isfinite(1.0)
+
+
+def test_headline_is_the_envelope_headline_with_the_cost(llama):
+    from calculators.headline_format import fmt_usd
+    res = compute("deployment-plan", {"model": "llama-3.1-70b", **TRAFFIC}, LOOKUP)[2]
+    assert res.headline == res.outputs["headline"] == llama["headline"]
+    best = llama["best"]
+    assert fmt_usd(best["cost_per_mtok_usd"]) in res.headline and f"{best['total_devices']} × {best['hardware']}" in res.headline
+    assert res.headline.endswith(".")
+
+
+def test_outputs_model_validates(llama):
+    from calculators.registry import REGISTRY
+    model = REGISTRY["deployment-plan"].outputs_model
+    model.model_validate(llama)
+    res = compute("deployment-plan", REGISTRY["deployment-plan"].example, LOOKUP)[2]
+    model.model_validate(res.outputs)
+    assert {p["mode"] for p in llama["candidates"]} == {"aggregated", "disaggregated"}

@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
+from pydantic import ValidationError
 
-from calculators.core import no_lookup
+from calculators.core import CalcInputError, no_lookup
 from calculators.runner import compute as run
 
 RAW = {"upload_bytes": 30e6, "download_bytes": 5e6, "uplink_bits_per_s": 20e6,
@@ -81,3 +82,103 @@ def test_what_if_fields_given_as_null_keep_the_base_value():
     # `compression: null` still removes the base's compression
     o = calc({**RAW, "compression": {"ratio": 2, "codec_s": 0.0}, "what_if": [{"compression": None}]})
     assert o["what_if"][0]["breakdown"]["upload"] == pytest.approx(12.0)
+
+
+# --------------------------------------------------------------------------- RAW capture and device vs cloud
+
+LINK = {"download_bytes": 5e6, "uplink_bits_per_s": 20e6, "downlink_bits_per_s": 100e6, "rtt_s": 0.1, "processing_s": 0.3}
+
+
+def test_raw_capture_bytes_are_geometry_over_compression():
+    raw = {"width": 8192, "height": 5464, "bits_per_pixel": 14, "frames": 3, "compression_ratio": 1.5}
+    o = calc({**LINK, "raw": raw})
+    size = 8192 * 5464 * 14 * 3 / 8 / 1.5
+    assert o["raw_bytes"] == pytest.approx(size) and o["upload_bytes"] == pytest.approx(size)
+    assert o["upload_s"] == pytest.approx(size * 8 / 20e6)
+    # the same as giving those bytes directly
+    assert o["total_s"] == pytest.approx(calc({**LINK, "upload_bytes": size})["total_s"])
+    # transfer compression still applies on top of the file's own
+    o2 = calc({**LINK, "raw": raw, "compression": {"ratio": 2, "codec_s": 0.1}})
+    assert o2["upload_s"] == pytest.approx(size / 2 * 8 / 20e6)
+
+
+def test_raw_and_upload_bytes_are_refused_together_and_one_is_needed():
+    raw = {"width": 100, "height": 100, "bits_per_pixel": 12}
+    with pytest.raises(CalcInputError) as e:
+        calc({**LINK, "raw": raw, "upload_bytes": 1e6})
+    assert e.value.loc == ("raw",)
+    with pytest.raises(CalcInputError) as e:
+        calc(LINK)
+    assert e.value.loc == ("upload_bytes",)
+    with pytest.raises(ValidationError):
+        calc({**LINK, "raw": {**raw, "bits_per_pixel": 0}})
+
+
+def test_raw_base_keeps_its_bytes_in_what_ifs():
+    raw = {"width": 6000, "height": 4000, "bits_per_pixel": 14}
+    o = calc({**LINK, "raw": raw, "what_if": [{"uplink_bits_per_s": 100e6}]})
+    size = 6000 * 4000 * 14 / 8
+    assert o["what_if"][0]["breakdown"]["upload"] == pytest.approx(size * 8 / 100e6)
+
+
+def test_device_versus_cloud_with_a_measured_local_time():
+    o = calc({**RAW, "on_device": {"processing_s": 4.0, "overhead_s": 0.5}})
+    assert o["cloud_total_s"] == pytest.approx(12.8) == pytest.approx(o["total_s"])
+    assert o["local_total_s"] == pytest.approx(4.5)
+    assert o["faster"] == "device" and o["saved_s"] == pytest.approx(8.3)
+    o = calc({**RAW, "uplink_bits_per_s": 1e9, "on_device": {"processing_s": 4.0}})   # 0.24 s upload: the cloud wins
+    assert o["faster"] == "cloud" and o["saved_s"] == pytest.approx(4.0 - (0.24 + 0.1 + 0.3 + 0.4))
+
+
+def test_device_versus_cloud_from_work_and_rate_over_rounds_and_sweeps():
+    o = calc({**RAW, "rounds": 3, "on_device": {"work_flops": 2e13, "device_flop_per_s": 5e12, "efficiency": 0.5}})
+    assert o["local_per_round_s"] == pytest.approx(2e13 / (5e12 * 0.5)) and o["local_total_s"] == pytest.approx(24.0)
+    assert o["cloud_total_s"] == pytest.approx(3 * 12.8) and o["faster"] == "device"
+    o = calc({**RAW, "uplink_bits_per_s": [5e6, 1e9], "on_device": {"processing_s": 4.0}})
+    assert o["faster"] == ["device", "cloud"] and len(o["saved_s"]) == 2
+
+
+def test_device_rate_from_a_hardware_peak(lookup):
+    peak = next(p["flop_per_s"]["value"] for p in lookup("hardware", "rtx4090")["peaks"]
+                if p["input_precision"] == "FP16" and p["accumulator"] == "FP32" and p["sparsity"] == "dense")
+    _, _, res = run("edge-transfer", {**RAW, "on_device": {"work_flops": 1e15, "hardware": "rtx4090", "efficiency": 0.5}}, lookup)
+    assert res.outputs["local_total_s"] == pytest.approx(1e15 / (peak * 0.5))
+    assert any(s.get("record") == "rtx4090" for s in res.sources)
+    _, _, res = run("edge-transfer", {**RAW, "on_device": {"work_flops": 1e15, "hardware": "rtx4090"}}, lookup)
+    assert any("lower bound" in a for a in res.assumptions)
+
+
+def test_on_device_refusals(lookup):
+    for bad, loc in (({}, ("on_device", "processing_s")),
+                     ({"processing_s": 1, "work_flops": 1e12}, ("on_device", "processing_s")),
+                     ({"work_flops": 1e12}, ("on_device", "device_flop_per_s")),
+                     ({"processing_s": 1, "hardware": "rtx4090"}, ("on_device", "hardware"))):
+        with pytest.raises(CalcInputError) as e:
+            calc({**RAW, "on_device": bad})
+        assert e.value.loc == loc
+    with pytest.raises(CalcInputError) as e:      # an Apple GPU record has no stored peak
+        run("edge-transfer", {**RAW, "on_device": {"work_flops": 1e12, "hardware": "m2-pro-19gpu"}}, lookup)
+    assert e.value.loc == ("on_device", "precision")
+
+
+def test_headline_gives_total_dominant_term_and_the_winner():
+    from calculators.headline_format import fmt_bytes, fmt_seconds
+    _, _, res = run("edge-transfer", RAW, no_lookup)
+    assert "12.8 s" in res.headline and "the upload" in res.headline and res.headline.endswith(".")
+    raw = {"width": 8192, "height": 5464, "bits_per_pixel": 14}
+    _, _, res = run("edge-transfer", {**LINK, "raw": raw, "on_device": {"processing_s": 4.0}}, no_lookup)
+    o = res.outputs
+    for part in (fmt_bytes(o["raw_bytes"]), fmt_seconds(o["total_s"]), fmt_seconds(o["local_total_s"]),
+                 fmt_seconds(o["saved_s"]), "device is faster"):
+        assert part in res.headline, part
+    _, _, res = run("edge-transfer", {**RAW, "uplink_bits_per_s": [5e6, 20e6]}, no_lookup)
+    assert "first of 2 points" in res.headline
+
+
+def test_outputs_model_validates_every_example(lookup):
+    from calculators.registry import REGISTRY
+    c = REGISTRY["edge-transfer"]
+    for body in (c.example, *c.extra_examples, {**RAW, "download_bytes": 0, "rtt_s": 0}):
+        _, _, res = run("edge-transfer", body, lookup)
+        c.outputs_model.model_validate(res.outputs)
+        assert len(res.headline) > 20

@@ -267,3 +267,42 @@ def test_huge_inputs_stay_finite():
     o = calc({**arch({"count": 10**6, "streams": [{"dim": 10**9}], "state_elements": 10**12}),
               "tokens": 10**15, "requests": 10**15, "kv_format": "fp32"})
     assert np.isfinite(o["bytes_total"])
+
+
+# ---------------------------------------------------------------- headline and typed outputs
+
+def test_headline_states_bytes_per_request_and_requests_that_fit(lookup):
+    from calculators.headline_format import fmt_bytes as hb
+    _, _, res = run("kv-cache", {"model": "llama-3.1-70b", "tokens": 131072, "kv_format": "fp8", "tensor_parallel": 8,
+                                 "hardware": "h100-sxm"}, lookup)
+    o = res.outputs
+    assert res.headline.startswith("Llama 3.1 70B at 131,072 tokens in FP8 needs 21.5 GB (20.0 GiB) of KV cache per request")
+    assert f"{o['max_requests']:,} requests fit on 8 × h100-sxm after the weights" in res.headline
+    assert hb(o["per_device_bytes_per_request"]) in res.headline
+    _, _, res = run("kv-cache", REGISTRY["kv-cache"].example, lookup)
+    o = res.outputs
+    for part in (hb(o["bytes_per_request"]), hb(o["bytes_total"]), f"{o['max_requests']} requests fit", hb(o["memory_budget_bytes"])):
+        assert part in res.headline, part
+    _, _, res = run("kv-cache", {**arch(QWEN3_8B), "tokens": [1024, 2048, 4096]}, no_lookup)
+    assert res.headline.startswith("This architecture at 1,024 tokens") and "first of 3 points" in res.headline
+    assert res.headline.endswith(".")
+
+
+def test_headline_never_raises_on_edge_values():
+    for body in ({**arch(QWEN3_8B), "tokens": 0, "requests": 0, "memory_budget_bytes": 0},
+                 {**arch({"count": 0, "streams": []}), "tokens": 10, "memory_budget_bytes": 1e9},
+                 {**arch({"count": 2, "state_elements": 100}), "tokens": 5, "requests": [1, 2]}):
+        _, _, res = run("kv-cache", body, no_lookup)
+        assert len(res.headline) > 20 and res.headline.endswith(".")
+        REGISTRY["kv-cache"].outputs_model.model_validate(res.outputs)
+
+
+def test_outputs_model_validates_every_example(lookup):
+    c = REGISTRY["kv-cache"]
+    bodies = [c.example, *c.extra_examples, {"model": "qwen3-8b", "tokens": [1024, 8192], "page_size_tokens": 16,
+                                              "memory_budget_bytes": [1e9, 2e9]}]
+    for body in bodies:
+        _, _, res = run("kv-cache", body, lookup)
+        c.outputs_model.model_validate(res.outputs)
+    with pytest.raises(ValidationError):
+        c.outputs_model.model_validate({**res.outputs, "undocumented": 1})

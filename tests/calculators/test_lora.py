@@ -169,3 +169,75 @@ def test_lora_bounds_are_enforced(patch):
     # These bounds were written as Field(le=...) next to core aliases, which pydantic silently ignores.
     with pytest.raises(ValidationError):
         calc({**EXPLICIT, **patch})
+
+
+# --------------------------------------------------------------------------- memory budget: how many adapters fit
+
+def test_budget_in_bytes_gives_adapters_that_fit_by_hand():
+    # 36 layers × 16 × ((4096 + 4096) + (4096 + 1024)) × 2 B = 15,335,424 B per adapter
+    o = calc({**EXPLICIT, "memory_budget_bytes": 1e9, "kv_reserve_bytes": 0.2e9, "adapters": 60})
+    per = 36 * 16 * (8192 + 5120) * 2
+    assert o["bytes_per_adapter"] == per == 15_335_424
+    assert o["budget_bytes"] == pytest.approx(0.8e9)
+    assert o["adapters_that_fit"] == 52 == int(0.8e9 // per)      # 52 × 15,335,424 = 797,442,048 ≤ 8e8 < 53 × …
+    assert o["all_adapters_fit"] is False                            # 60 adapters do not
+    assert calc({**EXPLICIT, "memory_budget_bytes": 1e9, "adapters": 60})["adapters_that_fit"] == 65
+
+
+def test_budget_from_hardware_subtracts_base_weights_and_kv_reserve(lookup):
+    cap = lookup("hardware", "h100-sxm")["memory_bytes"]["value"]
+    body = {**EXPLICIT, "hardware": "h100-sxm", "devices": 2, "base_weight_bytes": 16e9, "kv_reserve_bytes": 40e9}
+    _, _, res = run("lora", body, lookup)
+    o = res.outputs
+    budget = cap * 0.9 * 2 - 16e9 - 40e9          # memory rule (0.9, no reserve) × 2 devices − weights − KV reserve
+    assert o["budget_bytes"] == pytest.approx(budget)
+    assert o["adapters_that_fit"] == int(budget // 15_335_424)
+    assert any("kv_reserve_bytes" in s.formula for s in res.steps)
+    # with the model, the base weights default to its published weight bytes
+    o2 = calc({**QV, "hardware": "h100-sxm"}, lookup)
+    assert 0 < o2["budget_bytes"] < cap * 0.9 and o2["adapters_that_fit"] == int(o2["budget_bytes"] // o2["bytes_per_adapter"])
+
+
+def test_budget_sweep_pairs_with_rank_and_matches_scalar_calls():
+    o = calc({**EXPLICIT, "rank": [8, 16, 32], "memory_budget_bytes": [1e9, 1e9, 2e9]})
+    for i, (r, b) in enumerate([(8, 1e9), (16, 1e9), (32, 2e9)]):
+        assert o["adapters_that_fit"][i] == calc({**EXPLICIT, "rank": r, "memory_budget_bytes": b})["adapters_that_fit"]
+
+
+def test_budget_refusals():
+    with pytest.raises(CalcInputError) as e:
+        calc({**EXPLICIT, "memory_budget_bytes": 1e9, "hardware": "h100-sxm"})
+    assert e.value.loc == ("memory_budget_bytes",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**EXPLICIT, "memory_budget_bytes": 1e9, "base_weight_bytes": 1e9})
+    assert e.value.loc == ("base_weight_bytes",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**EXPLICIT, "kv_reserve_bytes": 1e9})
+    assert e.value.loc == ("kv_reserve_bytes",)
+
+
+def test_budget_smaller_than_the_weights_fits_no_adapter():
+    o = calc({**EXPLICIT, "memory_budget_bytes": 1e9, "kv_reserve_bytes": 2e9})
+    assert o["budget_bytes"] == 0 and o["adapters_that_fit"] == 0
+
+
+def test_headline_states_adapter_size_and_count(lookup):
+    from calculators.headline_format import fmt_bytes as hb
+    _, _, res = run("lora", {**QV, "memory_budget_bytes": 8 * GIB}, lookup)
+    o = res.outputs
+    assert hb(o["bytes_per_adapter"]) in res.headline and f"{o['adapters_that_fit']:,} adapters" in res.headline
+    assert "Qwen3-8B" in res.headline and res.headline.endswith(".")
+    _, _, res = run("lora", {**EXPLICIT, "adapters": 100}, no_lookup)
+    assert "100 adapters take" in res.headline and hb(res.outputs["bytes_all_adapters"]) in res.headline
+
+
+def test_outputs_model_validates_every_example(lookup):
+    from calculators.registry import REGISTRY
+    c = REGISTRY["lora"]
+    assert c.outputs_model is not None
+    for body in (c.example, *c.extra_examples):
+        _, _, res = run("lora", body, lookup)
+        c.outputs_model.model_validate(res.outputs)
+        assert len(res.headline) > 20
+    with pytest.raises(ValidationError):
+        c.outputs_model.model_validate({**run("lora", c.example, lookup)[2].outputs, "undocumented": 1})

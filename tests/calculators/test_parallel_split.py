@@ -209,3 +209,39 @@ def test_what_if_nulls_are_ignored_and_bad_variants_are_422():
     with pytest.raises(CalcInputError) as e:
         calc({**TEACH, **FAST, "what_if": [{"interconnect": "no-such-link"}]}, store)
     assert e.value.loc[:2] == ("what_if", 0)
+
+
+# --------------------------------------------------------------------------- headline and typed outputs
+
+def test_headline_names_the_choice_and_why():
+    from calculators.headline_format import fmt_seconds
+    _, _, res = run("parallel-split", {**TEACH, **SLOW}, no_lookup)
+    o = res.outputs
+    b = o["best"]
+    assert res.headline.startswith(f"Choose TP={b['tp']}: a {fmt_seconds(b['step_time_s'])} decode step")
+    nxt = next(c for c in o["candidates"] if c["tp"] > b["tp"])
+    assert f"TP={nxt['tp']} would save {fmt_seconds(b['memory_time_s'] - nxt['memory_time_s'])}" in res.headline
+    _, _, res = run("parallel-split", {**TEACH, **SLOW, "memory_bytes": 1e9}, no_lookup)
+    assert res.outputs["best"] is None and res.headline.startswith("None of the 4 candidates fits")
+    _, _, res = run("parallel-split", {**TEACH, **FAST, "tp": 2}, no_lookup)
+    assert res.headline.startswith("Choose TP=2") and res.headline.endswith(".")
+
+
+def test_queueing_headline():
+    _, _, res = run("tp-vs-pp-queueing", {"service_s": 0.2, "tp_speedup": 1.6, "devices": 2, "arrival_rate_per_s": [1, 7]}, no_lookup)
+    assert res.headline.startswith("At 1 req/s tensor parallelism gives") and "first of 2 points" in res.headline
+    _, _, res = run("tp-vs-pp-queueing", {"service_s": 0.2, "tp_speedup": 1.6, "devices": 2, "arrival_rate_per_s": 100}, no_lookup)
+    assert "overloaded" in res.headline
+
+
+def test_outputs_models_validate_every_example(lookup):
+    from calculators.registry import REGISTRY
+    for name in ("parallel-split", "tp-vs-pp-queueing"):
+        c = REGISTRY[name]
+        for body in (c.example, *c.extra_examples):
+            _, _, res = run(name, body, lookup)
+            c.outputs_model.model_validate(res.outputs)
+            assert len(res.headline) > 20 and res.headline.endswith(".")
+    c = REGISTRY["parallel-split"]
+    _, _, res = run("parallel-split", {**TEACH, **SLOW, "tp": 4}, no_lookup)      # scalar tp: flat fields are scalars
+    c.outputs_model.model_validate(res.outputs)

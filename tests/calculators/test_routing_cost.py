@@ -186,3 +186,99 @@ def test_bad_values_are_refused_by_the_model(patch):
 def test_bad_requests_are_refused_by_the_model(body):
     with pytest.raises(ValidationError):
         calc(body)
+
+
+# --------------------------------------------------------------------------- cascade: cheap first, escalate on failure
+
+C = {"name": "C", "price_per_mtok": {"input": 0.5, "output": 1},
+     "usage": {"new_input_tokens": 1000, "output_tokens": 1000}, "pass_rate": 0.5}
+
+
+def test_cascade_of_two_stages_by_hand():
+    o = calc({**BOOK, "cascade": [{"candidate": "A", "verify_cost": 0.001}, {"candidate": "B", "verify_cost": 0.001}]})
+    c = o["cascade"]
+    # A per call 0.0109 (all hits); B per call 0.5 × 0.0082 + 0.5 × 0.0424 = 0.0253
+    cost = 1.0 * (0.0109 + 0.001) + (1 - 0.8) * (0.0253 + 0.001)
+    success = 1 - (1 - 0.8) * (1 - 0.98)
+    assert [s["reach_probability"] for s in c["stages"]] == pytest.approx([1.0, 0.2])
+    assert c["cost_per_task"] == pytest.approx(cost) == pytest.approx(0.01716)
+    assert c["success_rate"] == pytest.approx(success) == pytest.approx(0.996)
+    assert c["cost_per_success"] == pytest.approx(cost / success)
+    assert c["cost_total"] == pytest.approx(1000 * cost)
+    assert c["mean_latency_s"] == pytest.approx(10 + 0.2 * (0.5 * 4 + 0.5 * 12))
+    assert c["worst_latency_s"] == pytest.approx(10 + 12)
+    assert c["best_single"] == "A"
+    assert c["saving_vs_best_single"] == pytest.approx(0.0109 / 0.8 - cost / success)
+
+
+def test_cascade_of_three_stages_by_hand():
+    o = calc({"tasks": 10, "candidates": [A, B, C],
+              "cascade": [{"candidate": "C"}, {"candidate": "A"}, {"candidate": "B"}]})
+    c = o["cascade"]
+    call_c = (1000 * 0.5 + 1000 * 1) / 1e6                      # 0.0015
+    cost = call_c + 0.5 * 0.0109 + 0.5 * 0.2 * 0.0253           # Σ P(reach i) × cost_i
+    success = 1 - 0.5 * 0.2 * 0.02
+    assert [s["reach_probability"] for s in c["stages"]] == pytest.approx([1.0, 0.5, 0.1])
+    assert [s["expected_cost"] for s in c["stages"]] == pytest.approx([0.0015, 0.00545, 0.00253])
+    assert c["cost_per_task"] == pytest.approx(cost) == pytest.approx(0.00948)
+    assert c["success_rate"] == pytest.approx(0.998)
+    assert c["cost_per_success"] == pytest.approx(cost / success)
+    assert c["mean_latency_s"] is None            # C has no latency
+    # retrying the cheap C until it passes (0.0015 / 0.5 = 0.003 per success) beats escalating to A and B here
+    assert o["cheapest_feasible"] == "C" and c["best_single"] == "C"
+    assert c["saving_vs_best_single"] == pytest.approx(0.003 - cost / success)
+    assert c["saving_vs_best_single"] < 0
+
+
+def test_cascade_of_one_stage_is_the_candidate_once():
+    o = calc({**BOOK, "cascade": [{"candidate": "B"}]})
+    b = o["candidates"][1]
+    assert o["cascade"]["cost_per_success"] == pytest.approx(b["cost_per_success"])
+
+
+def test_cascade_feasibility_and_refusals():
+    o = calc({**BOOK, "requirement": {"min_pass_rate": 0.99}, "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
+    assert o["cascade"]["feasible"] is True and o["cheapest_feasible"] is None
+    o = calc({**BOOK, "requirement": DEADLINE, "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
+    assert o["cascade"]["feasible"] is None
+    with pytest.raises(CalcInputError) as e:
+        calc({**BOOK, "cascade": [{"candidate": "A"}, {"candidate": "Z"}]})
+    assert e.value.loc == ("cascade", 1, "candidate")
+    with pytest.raises(ValidationError):
+        calc({**BOOK, "cascade": []})
+
+
+def test_cascade_follows_a_hit_rate_sweep():
+    o = calc({**with_b(cache_hit_rate=[0.0, 0.5, 1.0]), "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
+    for i, h in enumerate([0.0, 0.5, 1.0]):
+        one = calc({**with_b(cache_hit_rate=h), "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
+        assert o["cascade"]["cost_per_success"][i] == pytest.approx(one["cascade"]["cost_per_success"])
+
+
+def test_assumption_says_dividing_by_the_pass_rate_means_retrying_until_success():
+    _, _, res = run("routing-cost", BOOK, no_lookup)
+    text = " ".join(res.assumptions)
+    assert "retried on the same candidate until it passes" in text and "geometric" in text
+    assert "not retried" not in text
+    _, _, res = run("routing-cost", {**BOOK, "cascade": [{"candidate": "A"}, {"candidate": "B"}]}, no_lookup)
+    assert any("independent" in a and "Cascade" in a for a in res.assumptions)
+
+
+def test_headline_names_the_cheapest_and_its_cost():
+    from calculators.headline_format import fmt_num
+    _, _, res = run("routing-cost", {**BOOK, "cascade": [{"candidate": "A"}, {"candidate": "B"}]}, no_lookup)
+    o = res.outputs
+    assert res.headline.startswith("A is the cheapest")
+    assert fmt_num(o["candidates"][0]["cost_per_success"]) in res.headline
+    assert fmt_num(o["cascade"]["cost_per_success"]) in res.headline and "99.6%" in res.headline
+    _, _, res = run("routing-cost", {**BOOK, "requirement": DEADLINE}, no_lookup)
+    assert res.headline.startswith("No candidate meets") and res.headline.endswith(".")
+
+
+def test_outputs_model_validates_every_example():
+    from calculators.registry import REGISTRY
+    c = REGISTRY["routing-cost"]
+    for body in (c.example, *c.extra_examples, {**with_b(cache_hit_rate=[0.0, 1.0]), "requirement": DEADLINE}):
+        _, _, res = run("routing-cost", body, no_lookup)
+        c.outputs_model.model_validate(res.outputs)
+        assert len(res.headline) > 20 and res.headline.endswith(".")
