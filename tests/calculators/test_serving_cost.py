@@ -100,3 +100,30 @@ def test_huge_model_page_counts_are_refused_not_overflowed():
     assert e.value.loc == ("params",)
     with pytest.raises(ValidationError):   # the le=8 bound used to be ignored (Field next to PosFloat)
         calc({**body, "bytes_per_param": 9})
+
+
+def test_price_defaults_to_the_lowest_stored_on_demand_price(lookup):
+    body = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "target_tokens_per_s": 1000, "batch": 8,
+            "context_tokens": 4096}
+    _, _, res = run("serving-cost", body, lookup)
+    offers = [o for o in lookup("gpu_prices", "h100-sxm") if o.get("pricing") in (None, "on-demand")]
+    lowest = min(o["device_usd_per_hour"]["value"] for o in offers)
+    assert res.inputs["price_per_device_hour_usd"] == lowest
+    assert res.outputs["cost_per_hour_usd"] == pytest.approx(res.outputs["total_devices"] * lowest)
+    assert any("lowest stored on-demand price" in a for a in res.assumptions)
+    assert any(s.get("field") == "device_usd_per_hour" for s in res.sources)
+    given = calc({**body, "price_per_device_hour_usd": 2 * lowest}, lookup)
+    assert given["cost_per_hour_usd"] == pytest.approx(2 * res.outputs["cost_per_hour_usd"])
+
+
+def test_price_is_required_without_hardware():
+    body = {k: v for k, v in BASE.items() if k != "price_per_device_hour_usd"}
+    with pytest.raises(ValidationError, match="price_per_device_hour_usd"):
+        calc(body)
+
+
+def test_default_batch_is_the_one_chosen_not_one(lookup):
+    _, _, res = run("serving-cost", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "target_tokens_per_s": 1000,
+                                     "context_tokens": 4096}, lookup)
+    assert res.outputs["batch"] > 1
+    assert f"batch {res.outputs['batch']:,.0f} (chosen" in res.headline
