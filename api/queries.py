@@ -242,6 +242,7 @@ class Kind(str, Enum):
     derivation = "derivation"
     glossary = "glossary"
     claim = "claim"
+    calculator = "calculator"
 
 
 class SearchPageQuery(ListQuery):

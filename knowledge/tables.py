@@ -103,7 +103,8 @@ Framework = record_table("Framework", "framework", R.Framework, "id", "name", "k
 Price = record_table("Price", "price", R.Price, "id", "provider", "model", "date", "input_usd_per_mtok",
                      "cache_read_usd_per_mtok", "cache_write_usd_per_mtok", "output_usd_per_mtok")
 CaseStudy = record_table("CaseStudy", "case_study", R.Case, "slug", "title_zh", "title_en", "section", "section_en",
-                         "section_order", Column("chapters", str, _chapters), "summary", "source_url", "source_commit")
+                         "section_order", Column("chapters", str, _chapters), "summary", "summary_zh", "source_url",
+                         "source_commit")
 Derivation = record_table("Derivation", "derivation", R.Derivation, "id", Column("case_slug", str, lambda d: d.case),
                           "name", "family", "title", "calculator",
                           Column("bound", bool, lambda d: d.calculator is not None))

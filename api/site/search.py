@@ -1,4 +1,5 @@
-"""The search page: the form, and ranked hits for `q` (the JSON twin answers the same query)."""
+"""The search page: the form, and ranked hits for `q` over cases, calculators, facts and glossary, English or
+Chinese (the JSON twin answers the same query)."""
 from __future__ import annotations
 
 from typing import Annotated

@@ -82,6 +82,8 @@ class Case(Record):
     section_order: Optional[int] = None
     cited_chapters: list[int] = []
     summary: Text
+    summary_zh: Optional[Annotated[Text, Field(pattern=r"[\u3400-\u9fff]")]] = Field(
+        None, description="The summary in Chinese (our own words, 1–3 sentences), for readers and Chinese search.")
     source_commit: Optional[Commit] = None
     source_url: Text
     related: refs("case") = []
