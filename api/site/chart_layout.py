@@ -2,11 +2,23 @@
 SVG user units, which `templates/_chart.html.j2` draws; and the chart's numbers as a table.
 
 Kept apart from the extraction so that neither module grows past a screenful of concerns: this
-one knows nothing about calculators, only about points and bars.
+one knows nothing about calculators, only about points, bars and units.
+
+Rules a reader can rely on:
+- **Axes are linear** unless the x values are positive, spread by factors (1, 2, 4, 8 … rather than by
+  equal steps) and span at least two decades (×100), or the chart asks for a log axis (`x_scale="log"`);
+  the axis label then says "log scale". A quantity that grows linearly therefore looks linear.
+- **Every axis with a unit says it twice**: in the label, with the prefix and, for bytes, the base
+  ("KV cache (GB, decimal)"), and on every tick ("20 GB"). Money reads "$0.02" on an axis labelled USD.
+- **Limits are drawn**: a budget or capacity is a dashed level line with its value; points of candidates
+  that do not fit are hollow, the segments touching them dashed, with a legend entry "does not fit".
+- **Text stays readable on a phone**: coordinates are fixed (viewBox 640 × 320) and font sizes come from
+  the stylesheet per screen width; positions that depend on text height use `em` offsets.
 """
 from __future__ import annotations
 
 import math
+import re
 from itertools import pairwise
 from typing import Any
 
@@ -18,8 +30,95 @@ MAX_BARS = 40
 
 # --------------------------------------------------------------------------- layout
 
-W, H = 640, 300
-ML, MR, MT, MB = 64, 16, 14, 46
+W, H = 640, 320
+ML, MR, MT, MB = 88, 18, 34, 56
+#: widest character of a tick label, in user units, at the phone font size (21 units: see site.css)
+CHAR_W = 12.5
+
+# --------------------------------------------------------------------------- units
+
+#: per unit: (factor, prefixed unit) from the largest; the axis picks one for all its ticks
+UNITS: dict[str, tuple[tuple[float, str], ...]] = {
+    "B": ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")),
+    "B:binary": ((2.0**50, "PiB"), (2.0**40, "TiB"), (2.0**30, "GiB"), (2.0**20, "MiB"), (2.0**10, "KiB"), (1.0, "B")),
+    "B/s": ((1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"), (1e3, "kB/s"), (1.0, "B/s")),
+    "bit/s": ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"), (1.0, "bit/s")),
+    "FLOP/s": ((1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"), (1e6, "MFLOP/s"), (1.0, "FLOP/s")),
+    "s": ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")),
+    "": ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1.0, "")),
+}
+#: words a label may already carry for its unit (dropped from the label before the unit is added)
+UNIT_WORDS = {"s", "seconds", "b", "bytes", "b/s", "bytes/s", "usd", "bit/s", "flop/s"}
+
+
+def _table(unit: str, base: str = "decimal") -> tuple[tuple[float, str], ...]:
+    if unit == "B" and base == "binary":
+        return UNITS["B:binary"]
+    return UNITS.get(unit, UNITS[""])
+
+
+def _pick(vmax: float, unit: str, base: str) -> tuple[float, str]:
+    """The prefixed unit for values up to vmax: the largest factor vmax reaches (the smallest below)."""
+    table = _table(unit, base)
+    for factor, name in table:
+        if vmax >= factor * 0.9999999:
+            return factor, name
+    return table[-1]
+
+
+def _digits(x: float) -> str:
+    """A scaled tick value: up to 4 significant figures, thousands separators, no trailing zeros."""
+    if x == 0:
+        return "0"
+    if 1e5 <= abs(x) < 1e7:
+        return f"{x:,.0f}"
+    if abs(x) >= 1e7 or abs(x) < 1e-3:
+        return f"{x:.3g}"
+    s = f"{x:,.4g}" if abs(x) < 1000 else f"{x:,.0f}"
+    return s
+
+
+def _with_unit(x: float, name: str, unit: str) -> str:
+    if unit == "USD":
+        return ("−$" if x < 0 else "$") + _digits(abs(x))
+    if unit == "":
+        return _digits(x) + name
+    return f"{_digits(x)} {name}"
+
+
+def fmt_value(v: float, unit: str = "", base: str = "decimal") -> str:
+    """One value with its own best prefix: `20.5 GB`, `4.2 ms`, `$0.013`, `131,072`."""
+    if v == 0:
+        return "0" if unit not in ("USD",) else "$0"
+    if unit == "USD":
+        return _with_unit(v, "", unit) if abs(v) >= 0.01 else ("$" + f"{v:.2g}")
+    if unit == "" and abs(v) < 1e6:
+        return _digits(v) if abs(v) < 1e5 else f"{v:,.0f}"
+    factor, name = _pick(abs(v), unit, base)
+    return _with_unit(v / factor, name, unit)
+
+
+def axis_label(label: str, unit: str, base: str, name: str) -> str:
+    """`label (GB, decimal)`: the label with its prefixed unit (and base for bytes), once."""
+    text = label.strip()
+    if unit:
+        if text.endswith(")") and "(" in text and text[text.rindex("(") + 1:-1].strip().lower() in UNIT_WORDS:
+            text = text[:text.rindex("(")].rstrip()
+        if unit == "s" and text.lower().startswith("seconds"):
+            text = "time" + text[len("seconds"):]
+    if not unit or (unit == "USD" and "usd" in text.lower()):
+        return text
+    if unit == "B":
+        return f"{text} ({name}, {base})"
+    return f"{text} ({name or unit})"
+
+
+def axis(lo: float, hi: float, unit: str, base: str = "decimal", count: int = 5) -> tuple[list[tuple[float, str]], str]:
+    """Linear ticks (value, label) covering [lo, hi] in one prefixed unit, and that unit's name."""
+    if unit == "USD":
+        return [(t, fmt_value(t, "USD")) for t in ticks(lo, hi, count)], "USD"
+    factor, name = _pick(max(abs(lo), abs(hi)), unit, base)
+    return [(t * factor, _with_unit(t, name, unit)) for t in ticks(lo / factor, hi / factor, count)], name
 
 
 def _nice(span: float) -> float:
@@ -45,21 +144,8 @@ def ticks(lo: float, hi: float, count: int = 5) -> list[float]:
 
 
 def compact(v: float, unit: str = "") -> str:
-    """Tick labels: SI prefixes for large values (k = 10³ … decimal); ms/µs/ns for seconds."""
-    a = abs(v)
-    if a == 0:
-        return "0"
-    if unit == "s":
-        for factor, suffix in ((1.0, " s"), (1e-3, " ms"), (1e-6, " µs"), (1e-9, " ns")):
-            if a >= factor * 0.9999999:
-                return f"{v / factor:.3g}{suffix}"
-        return f"{v:.2e} s"
-    for factor, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= factor:
-            return f"{v / factor:.3g}{suffix}"
-    if a >= 0.01:
-        return f"{v:.3g}"
-    return f"{v:.2e}"
+    """A value for a tooltip or a bar total: its own best prefix and unit (kept for callers of the old name)."""
+    return fmt_value(v, unit)
 
 
 def _thin(n: int, limit: int) -> list[int]:
@@ -71,9 +157,9 @@ def _thin(n: int, limit: int) -> list[int]:
 
 
 def _geometric(xs: list[float]) -> bool:
-    """Are the x values spread by factors (1, 2, 4, 8 …) rather than by steps? Then draw a log axis."""
+    """Are the x values spread by factors (1, 2, 4, 8 …) rather than by steps?"""
     pts = sorted({x for x in xs if math.isfinite(x)})
-    if len(pts) < 3 or pts[0] <= 0 or pts[-1] / pts[0] < 8:
+    if len(pts) < 3 or pts[0] <= 0:
         return False
 
     def spread(v: list[float]) -> float:
@@ -84,115 +170,224 @@ def _geometric(xs: list[float]) -> bool:
     return spread([math.log(p) for p in pts]) < spread(pts)
 
 
+def use_log_x(xs: list[float], scale: str = "auto") -> bool:
+    """The module's rule: log only when asked (`log`, positive values spanning ≥ ×8) or, for `auto`, when
+    the values are positive, geometric and span two decades or more; linear otherwise."""
+    pts = [x for x in xs if math.isfinite(x)]
+    if scale == "linear" or not pts or min(pts) <= 0:
+        return False
+    span = max(pts) / min(pts)
+    if scale == "log":
+        return span >= 8
+    return span >= 100 and _geometric(pts)
+
+
+def _x_ticks(xs: list[float], sx, lo: float, hi: float, unit: str, base: str, pw: float) -> tuple[list[tuple[float, str]], str]:
+    """x ticks: the sweep's own values when they are few and far enough apart, else round values,
+    as many as fit side by side at the phone font size."""
+    pts = sorted({x for x in xs if math.isfinite(x)})
+    _, name = _pick(max(abs(lo), abs(hi)), unit, base)
+    if 2 <= len(pts) <= 10:
+        own = [(x, fmt_value(x, unit, base)) for x in pts]
+        widest = max(len(label) for _, label in own) * CHAR_W + 8
+        if all(sx(b) - sx(a) >= widest for (a, _), (b, _) in pairwise(own)):
+            return own, name
+    for count in (6, 5, 4, 3, 2):
+        tks, name = axis(lo, hi, unit, base, count)
+        tks = [(t, label) for t, label in tks if lo - 1e-12 * max(1.0, abs(lo)) <= t <= hi * (1 + 1e-12) + 1e-12]
+        widest = max((len(label) for _, label in tks), default=1) * CHAR_W + 8
+        if len(tks) < 2 or all(sx(b) - sx(a) >= widest for (a, _), (b, _) in pairwise(tks)):
+            return tks, name
+    return [(lo, fmt_value(lo, unit, base)), (hi, fmt_value(hi, unit, base))], name
+
+
 def _marker(geo: dict, x: float, label: str, hl: bool = False, bar: bool = False) -> None:
-    """Add a labelled vertical marker at x (label on the side with more room)."""
+    """Add a labelled vertical marker at x (label on the side with more room; rows stack in em)."""
     right_half = x > (geo["left"] + geo["right"]) / 2
-    geo["markers"].append({"x": round(x, 2), "label": label, "hl": hl, "bar": bar,
-                           "tx": round(x - 3 if right_half else x + 3, 2), "anchor": "end" if right_half else "start"})
+    dy = 1.1 + geo.get("marker_shift", 0.0) + 1.2 * len(geo["markers"])
+    geo["markers"].append({"x": round(x, 2), "label": label, "hl": hl, "bar": bar, "dy": round(dy, 2),
+                           "tx": round(x - 4 if right_half else x + 4, 2), "anchor": "end" if right_half else "start"})
+
+
+def _base_geo(d: ChartData, width: int, height: int) -> dict[str, Any]:
+    return {"width": width, "height": height, "left": ML, "top": MT, "right": width - MR, "bottom": height - MB,
+            "kind": d.kind, "title": d.title, "x_label": d.x_label, "y_label": d.y_label, "lines": [], "bars": [],
+            "markers": [], "limits": [], "xticks": [], "yticks": [], "legend": [], "note": d.note, "log_x": False,
+            "marker_top": MT,
+            "nofit": False}
 
 
 def layout(d: ChartData, width: int = W, height: int = H) -> dict:
     """Geometry for the template: all coordinates in SVG user units."""
-    pw, ph = width - ML - MR, height - MT - MB
-    geo: dict[str, Any] = {"width": width, "height": height, "left": ML, "top": MT, "right": ML + pw,
-                           "bottom": MT + ph, "kind": d.kind, "title": d.title, "x_label": d.x_label,
-                           "y_label": d.y_label, "lines": [], "bars": [], "markers": [], "xticks": [],
-                           "yticks": [], "legend": [], "note": d.note, "log_x": False}
+    geo = _base_geo(d, width, height)
+    pw, ph = geo["right"] - ML, geo["bottom"] - MT
     if d.kind == "stacked-bar":
-        idx = _thin(len(d.bars_x), MAX_BARS)
-        totals = [sum((p.ys[i] or 0.0) for p in d.parts) for i in idx]
-        ymax = max(totals + [0.0])
-        yt = ticks(0.0, ymax or 1.0)
-        ytop = max(yt[-1], ymax) or 1.0
-        sy = lambda v: MT + ph - (v / ytop) * ph
-        band = pw / max(len(idx), 1)
-        bw = max(band * 0.7, 1.0)
-        for k, i in enumerate(idx):
-            x0 = ML + k * band + (band - bw) / 2
-            acc = 0.0
-            xval = d.bars_x[i]
-            label = d.bar_labels[i] if i < len(d.bar_labels) else compact(xval)
-            hl = d.highlight_x is not None and not d.bar_labels and math.isclose(xval, d.highlight_x, rel_tol=1e-9)
-            mark = next((lbl for m, lbl in d.markers if not d.bar_labels and math.isclose(xval, m, rel_tol=1e-9)), None)
-            for j, p in enumerate(d.parts):
-                v = p.ys[i] or 0.0
-                if v <= 0:
-                    continue
-                y1, y0 = sy(acc), sy(acc + v)
-                geo["bars"].append({"x": round(x0, 2), "y": round(y0, 2), "w": round(bw, 2), "h": round(max(y1 - y0, 0.5), 2),
-                                    "cls": f"s{j % 8}", "title": f"{p.name} at {label}: {compact(v, d.y_unit)}"})
-                acc += v
-            if len(idx) <= 16 or k % max(1, len(idx) // 8) == 0:
-                geo["xticks"].append({"pos": round(x0 + bw / 2, 2), "label": label, "hl": hl or mark is not None})
-            geo["bars"].append({"total": True, "x": round(x0 + bw / 2, 2), "y": round(sy(acc) - 3, 2),
-                                "label": compact(acc, d.y_unit)} if len(idx) <= 12 and acc > 0 else {"skip": True})
-            if hl or mark is not None:
-                _marker(geo, x0 + bw / 2, "your request" if hl else mark, hl=hl, bar=True)
-        geo["bars"] = [b for b in geo["bars"] if not b.get("skip")]
-        geo["yticks"] = [{"pos": round(sy(t), 2), "label": compact(t, d.y_unit)} for t in yt]
-        geo["legend"] = [{"name": p.name, "cls": f"s{j % 8}"} for j, p in enumerate(d.parts)]
-        return geo
-
+        return _bars(d, geo, pw, ph)
     xs_all = [x for s in d.series for x in s.xs if math.isfinite(x)]
     ys_all = [y for s in d.series for y in s.ys if y is not None]
     if not xs_all or not ys_all:
         return geo
     xlo, xhi = min(xs_all), max(xs_all)
-    log_x = _geometric(xs_all)
+    log_x = use_log_x(xs_all, d.x_scale)
     lx = math.log2 if log_x else (lambda v: v)
     a, b = lx(xlo), lx(xhi)
     if a == b:
         a, b = a - 1, b + 1
     sx = lambda v: ML + (lx(v) - a) / (b - a) * pw
     ylo, yhi = min(ys_all + [0.0]), max(ys_all)
+    shown_limits = [(v, label) for v, label in d.limits if v <= 20 * max(yhi, 1e-300)]
+    hidden = [(v, label) for v, label in d.limits if (v, label) not in shown_limits]
+    yhi = max([yhi] + [v * 1.04 for v, _ in shown_limits])
     if ylo == yhi:
         yhi = ylo + (abs(ylo) or 1.0)
-    yt = ticks(ylo, yhi)
-    ybot, ytop = min(yt[0], ylo), max(yt[-1], yhi)
+    yt, y_name = axis(ylo, yhi, d.y_unit, d.base)
+    ybot, ytop = min(yt[0][0], ylo), max(yt[-1][0], yhi + 0.04 * (yhi - ylo) if yhi > yt[-1][0] else yhi)
     sy = lambda v: MT + ph - (v - ybot) / (ytop - ybot) * ph
     for j, s in enumerate(d.series):
-        idx = _thin(len(s.xs), MAX_POINTS)
-        segments, cur = [], []
-        for i in idx:
-            x, y = s.xs[i], s.ys[i]
-            if y is None or not math.isfinite(x) or (log_x and x <= 0):
-                if cur:
-                    segments.append(cur)
-                cur = []
-                continue
-            cur.append((round(sx(x), 2), round(sy(y), 2)))
-        if cur:
-            segments.append(cur)
-        for seg in segments:
-            geo["lines"].append({"points": " ".join(f"{x},{y}" for x, y in seg), "cls": f"s{j % 8}",
-                                 "constant": s.constant, "dots": [] if len(seg) > 40 or s.constant else seg,
-                                 "title": s.name})
-        geo["legend"].append({"name": s.name + (" (constant)" if s.constant else ""), "cls": f"s{j % 8}"})
+        _draw_series(geo, s, *_colour(d.series, j), sx, sy, log_x)
+    if any(s.fits and not all(s.fits) for s in d.series):
+        geo["nofit"] = True
+        geo["legend"].append({"name": "does not fit (hollow point, dashed line)", "cls": "nofit"})
     if log_x:
         e0, e1 = math.floor(a), math.ceil(b)
-        step = max(1, math.ceil((e1 - e0) / 8))
-        xt = [2.0 ** e for e in range(e0, e1 + 1, step) if xlo * 0.999999 <= 2.0 ** e <= xhi * 1.000001]
-        if len(xt) < 2:
-            xt = [xlo, xhi]
+        step = max(1, math.ceil((e1 - e0) / 6))
+        xt = [2.0 ** e for e in range(e0, e1 + 1, step) if xlo * 0.999999 <= 2.0 ** e <= xhi * 1.000001] or [xlo, xhi]
+        xticks = [(t, fmt_value(t, d.x_unit, d.base)) for t in xt]
+        x_name = ""
     else:
-        xt = [t for t in ticks(xlo, xhi, 6) if xlo - 1e-12 <= t <= xhi + 1e-12]
-    geo["xticks"] = [{"pos": round(sx(t), 2), "label": compact(t), "hl": False} for t in xt]
-    geo["yticks"] = [{"pos": round(sy(t), 2), "label": compact(t, d.y_unit)} for t in yt]
+        xticks, x_name = _x_ticks(xs_all, sx, xlo, xhi, d.x_unit, d.base, pw)
+    geo["xticks"] = [{"pos": round(sx(t), 2), "label": label, "hl": False} for t, label in xticks]
+    geo["yticks"] = [{"pos": round(sy(t), 2), "label": label} for t, label in yt]
+    geo["y_label"] = axis_label(d.y_label, d.y_unit, d.base, y_name)
+    geo["x_label"] = axis_label(d.x_label, d.x_unit, d.base, x_name) if not log_x or not d.x_unit else \
+        axis_label(d.x_label, "", d.base, "") + (f" ({d.base})" if d.x_unit == "B" else "")
+    geo["marker_top"] = MT
+    for v, label in shown_limits:
+        pos = round(sy(v), 2)
+        near_top = pos < MT + 45   # label below the line, and marker labels below that
+        geo["limits"].append({"y": pos, "label": f"{label}: {fmt_value(v, d.y_unit, d.base)}", "x": geo["right"] - 4,
+                              "dy": "1.1em" if near_top else "-0.35em"})
+        if near_top:
+            geo["marker_top"], geo["marker_shift"] = pos, 1.3
+    for v, label in hidden:
+        geo["limits"].append({"y": None, "label": f"{label}: {fmt_value(v, d.y_unit, d.base)}, above this range (not drawn to scale)",
+                              "x": geo["right"] - 4})
     for m, label in d.markers:
         if xlo <= m <= xhi and (not log_x or m > 0):
-            _marker(geo, sx(m), f"{label}: {compact(m)}")
+            _marker(geo, sx(m), f"{label}: {fmt_value(m, d.x_unit, d.base)}")
     if d.highlight_x is not None and xlo <= d.highlight_x <= xhi and (not log_x or d.highlight_x > 0):
         _marker(geo, sx(d.highlight_x), "your request", hl=True)
     geo["log_x"] = log_x
     return geo
 
 
+def _colour(series: list, j: int) -> tuple[int, str]:
+    """(colour index, extra class) of series j. Series named `key (value)` for several values (one line per
+    kv_format …) share a colour per value; a second key of the same value is drawn lighter ("minor")."""
+    groups = [re.match(r"^(.*) \((.+)\)$", s.name) for s in series]
+    values = list(dict.fromkeys(m.group(2) for m in groups if m))
+    keys = list(dict.fromkeys(m.group(1) for m in groups if m))
+    if not all(groups) or len(values) < 2 or len(keys) < 2:
+        return j, ""
+    m = groups[j]
+    return values.index(m.group(2)), "minor" if keys.index(m.group(1)) > 0 else ""
+
+
+def _draw_series(geo: dict, s, j: int, extra: str, sx, sy, log_x: bool) -> None:
+    """Polylines of one series (split at gaps, and where fitting changes), its dots and legend entry."""
+    cls = f"s{j % 8}" + (f" {extra}" if extra else "")
+    idx = _thin(len(s.xs), MAX_POINTS)
+    fits = s.fits if s.fits and len(s.fits) == len(s.xs) else None
+    pts = []  # (x, y, fits) or None for a gap
+    for i in idx:
+        x, y = s.xs[i], s.ys[i]
+        if y is None or not math.isfinite(x) or (log_x and x <= 0):
+            pts.append(None)
+            continue
+        pts.append((round(sx(x), 2), round(sy(y), 2), True if fits is None else bool(fits[i])))
+    runs: list[tuple[bool, list]] = []  # (segment fits, points)
+    for p, q in pairwise(pts):
+        if p is None or q is None:
+            continue
+        ok = p[2] and q[2]
+        if runs and runs[-1][0] == ok and runs[-1][1][-1] == p:
+            runs[-1][1].append(q)
+        else:
+            runs.append((ok, [p, q]))
+    drawn = {p for _, run in runs for p in run}
+    runs += [(p[2], [p]) for p in pts if p is not None and p not in drawn]  # isolated points
+    dots = len([p for p in pts if p]) <= 40 and not s.constant
+    for ok, run in runs:
+        geo["lines"].append({"points": " ".join(f"{x},{y}" for x, y, _ in run), "cls": cls, "constant": s.constant,
+                             "nofit": not ok, "style": s.style, "title": s.name + ("" if ok else " (does not fit)"),
+                             "dots": []})
+    if dots:
+        seen = set()
+        for p in pts:
+            if p is not None and p not in seen:
+                seen.add(p)
+                geo["lines"][-1]["dots"].append({"x": p[0], "y": p[1], "hollow": not p[2]})
+    name = s.name + (" (constant)" if s.constant else "") + (" (what-if)" if s.style == "what-if" and "what-if" not in s.name else "")
+    geo["legend"].append({"name": name, "cls": cls, "style": s.style})
+
+
+def _bars(d: ChartData, geo: dict, pw: float, ph: float) -> dict:
+    """Stacked bars: one per x (or per labelled variant), parts bottom-up, totals on top when few."""
+    idx = _thin(len(d.bars_x), MAX_BARS)
+    totals = [sum((p.ys[i] or 0.0) for p in d.parts) for i in idx]
+    ymax = max(totals + [0.0])
+    yt, y_name = axis(0.0, ymax or 1.0, d.y_unit, d.base)
+    ytop = max(yt[-1][0], ymax) or 1.0
+    sy = lambda v: MT + ph - (v / ytop) * ph
+    band = pw / max(len(idx), 1)
+    bw = max(band * 0.7, 1.0)
+    x_name = _pick(max((abs(x) for x in d.bars_x), default=1.0), d.x_unit, d.base)[1]
+    for k, i in enumerate(idx):
+        x0 = ML + k * band + (band - bw) / 2
+        acc = 0.0
+        xval = d.bars_x[i]
+        label = d.bar_labels[i] if i < len(d.bar_labels) else fmt_value(xval, d.x_unit, d.base)
+        hl = d.highlight_x is not None and not d.bar_labels and math.isclose(xval, d.highlight_x, rel_tol=1e-9)
+        mark = next((lbl for m, lbl in d.markers if not d.bar_labels and math.isclose(xval, m, rel_tol=1e-9)), None)
+        for j, p in enumerate(d.parts):
+            v = p.ys[i] or 0.0
+            if v <= 0:
+                continue
+            y1, y0 = sy(acc), sy(acc + v)
+            geo["bars"].append({"x": round(x0, 2), "y": round(y0, 2), "w": round(bw, 2), "h": round(max(y1 - y0, 0.5), 2),
+                                "cls": f"s{j % 8}", "title": f"{p.name} at {label}: {fmt_value(v, d.y_unit, d.base)}"})
+            acc += v
+        every = max(1, math.ceil(len(idx) / max(1, int(pw // (max(len(label), 3) * CHAR_W + 8)))))
+        if k % every == 0:
+            geo["xticks"].append({"pos": round(x0 + bw / 2, 2), "label": label, "hl": hl or mark is not None})
+        if len(idx) <= 8 and acc > 0:
+            geo["bars"].append({"total": True, "x": round(x0 + bw / 2, 2), "y": round(sy(acc) - 4, 2),
+                                "label": fmt_value(acc, d.y_unit, d.base)})
+        if hl or mark is not None:
+            _marker(geo, x0 + bw / 2, "your request" if hl else mark, hl=hl, bar=True)
+    geo["yticks"] = [{"pos": round(sy(t), 2), "label": label} for t, label in yt]
+    geo["y_label"] = axis_label(d.y_label, d.y_unit, d.base, y_name)
+    geo["x_label"] = axis_label(d.x_label, "" if d.bar_labels else d.x_unit, d.base, x_name)
+    geo["legend"] = [{"name": p.name, "cls": f"s{j % 8}", "style": ""} for j, p in enumerate(d.parts)]
+    return geo
+
+
 def table_rows(d: ChartData, limit: int = 60) -> tuple[list[str], list[list[str]]]:
-    """The chart's numbers as a small table (for screen readers, print and copying)."""
+    """The chart's numbers as a small table (for screen readers, print and copying); points of
+    candidates that do not fit say so."""
     src = d.parts if d.kind == "stacked-bar" else d.series
     xs = d.bars_x if d.kind == "stacked-bar" else (src[0].xs if src else [])
     head = [d.x_label] + [s.name for s in src]
+
+    def cell(s, i: int) -> str:
+        if i >= len(s.ys):
+            return "—"
+        if s.ys[i] is None:
+            return "—"
+        text = f"{s.ys[i]:.6g}"
+        return text + " (does not fit)" if s.fits and i < len(s.fits) and not s.fits[i] else text
+
     rows = []
     for i in _thin(len(xs), limit):
-        rows.append([d.bar_labels[i] if i < len(d.bar_labels) else f"{xs[i]:.6g}"] + [("—" if s.ys[i] is None else f"{s.ys[i]:.6g}") if i < len(s.ys) else "—" for s in src])
+        rows.append([d.bar_labels[i] if i < len(d.bar_labels) else f"{xs[i]:.6g}"] + [cell(s, i) for s in src])
     return head, rows

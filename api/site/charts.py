@@ -35,6 +35,8 @@ class Series:
     xs: list[float]
     ys: list[float | None]
     constant: bool = False          # a scalar output drawn as a level line across the x range
+    fits: list[bool] | None = None  # per point: False = the candidate does not fit (drawn hollow, dashed)
+    style: str = ""                 # "" | "what-if" (a variant of the request, drawn dotted)
 
 
 @dataclass
@@ -52,7 +54,11 @@ class ChartData:
     markers: list[tuple[float, str]] = field(default_factory=list)
     highlight_x: float | None = None
     note: str = ""
-    y_unit: str = ""                 # "s" when the y axis is seconds (ticks read 5 ms, 40 µs)
+    y_unit: str = ""                 # "s", "B", "B/s", "USD" …: ticks read 5 ms, 20 GB, $0.02 (see chart_layout.UNITS)
+    x_unit: str = ""
+    base: str = "decimal"            # bytes: decimal (GB) or binary (GiB); the axis label says which
+    x_scale: str = "auto"            # linear | log | auto (chart_layout.use_log_x states the rule)
+    limits: list[tuple[float, str]] = field(default_factory=list)   # y levels that bound the result (a budget)
 
     @property
     def empty(self) -> bool:
@@ -179,27 +185,42 @@ def _as_ys(value: Any, n: int) -> tuple[list[float | None], bool] | None:
     return [f] * n, True
 
 
-def _series_for(path: str, outputs: dict, n: int, aligned_first: bool) -> list[Series]:
-    """Series of one y path: one, or one per element for a wildcard path."""
+def _fits_of(value: Any, n: int) -> list[bool] | None:
+    """A list of n booleans (a `fits` output), or None."""
+    if isinstance(value, list) and len(value) == n and all(isinstance(v, bool) for v in value):
+        return list(value)
+    return None
+
+
+def _series_for(path: str, outputs: dict, n: int, aligned_first: bool, fits: str | None = None,
+                several: bool = False) -> list[Series]:
+    """Series of one y path: one, or one per element for a wildcard path (named by the element, and
+    by the key too when the chart has `several` y paths; marked what-if under a `what_if` list)."""
     items = fan_out(outputs, path)
     if not items:
         return []
     has_star = "*" in path.split(".")
+    top_fits = _fits_of(get_path(outputs, fits), n) if fits else None
     if not has_star:
         ys = _as_ys(items[0][0], n)
-        return [Series(short_key(path), [], ys[0], ys[1])] if ys else []
+        return [Series(short_key(path), [], ys[0], ys[1], fits=None if ys[1] else top_fits)] if ys else []
     values = [v for v, _ in items]
     if aligned_first and len(values) == n and all(_num(v) is not None or v is None for v in values):
-        return [Series(short_key(path), [], [_num(v) for v in values])]
+        return [Series(short_key(path), [], [_num(v) for v in values], fits=top_fits)]
+    what_if = "what_if" in path.split(".")[0]
     out = []
     for i, (v, el) in enumerate(items):
         ys = _as_ys(v, n)
         if ys:
-            out.append(Series(element_label(el, i), [], ys[0], ys[1]))
+            name = element_label(el, i)
+            if several:
+                name = f"{'what-if ' if what_if else ''}{name} · {short_key(path)}"
+            el_fits = _fits_of(el.get(short_key(fits)), n) if fits and isinstance(el, dict) else None
+            out.append(Series(name, [], ys[0], ys[1], fits=None if ys[1] else el_fits, style="what-if" if what_if else ""))
     return out
 
 
-def _markers(path: str | None, outputs: dict) -> list[tuple[float, str]]:
+def _markers(path: str | None, outputs: dict, label: str = "") -> list[tuple[float, str]]:
     if not path:
         return []
     out = []
@@ -207,8 +228,31 @@ def _markers(path: str | None, outputs: dict) -> list[tuple[float, str]]:
         values = v if isinstance(v, list) and v and len({_num(a) for a in v}) == 1 else [v]
         f = _num(values[0]) if values else None
         if f is not None:
-            label = element_label(el, i) if el is not None else short_key(path)
-            out.append((f, label))
+            name = element_label(el, i) if el is not None and "*" in path.split(".") else (label or short_key(path))
+            out.append((f, name))
+    return out
+
+
+def _limits(chart: Chart, outputs: dict) -> list[tuple[float, str]]:
+    """The chart's limit output as a level: a scalar, or a list whose values are all equal."""
+    if not chart.limit:
+        return []
+    v = get_path(outputs, chart.limit)
+    if isinstance(v, list) and v and len({_num(a) for a in v}) == 1:
+        v = v[0]
+    f = _num(v)
+    return [(f, chart.limit_label or short_key(chart.limit))] if f is not None and f > 0 else []
+
+
+def _dedupe(series: list[Series]) -> list[Series]:
+    """Drop a series equal to an earlier one (bytes_total when there is one request): the name says both."""
+    out: list[Series] = []
+    for s in series:
+        twin = next((o for o in out if o.ys == s.ys and o.constant == s.constant), None)
+        if twin is None:
+            out.append(s)
+        else:
+            twin.name = f"{twin.name} = {s.name}"
     return out
 
 
@@ -224,18 +268,20 @@ def extract(chart: Chart, body: dict, outputs: dict, title: str = "", highlight:
     x_label = chart.x_label or chart.x
     y_label = chart.y_label or ", ".join(short_key(y) for y in chart.y)
     data = ChartData(chart.kind if chart.kind in ("line", "stacked-bar") else "line", title, x_label, y_label,
-                     highlight_x=highlight, y_unit=_unit_of(chart))
+                     highlight_x=highlight, **_units(chart))
     aligned = xf.parent is None
+    several = len(chart.y) > 1
     series: list[Series] = []
     for y in chart.y:
-        series.extend(_series_for(y, outputs, n, aligned))
-    if len(chart.y) > 1 and all("*" in y.split(".") for y in chart.y) and not aligned:
+        series.extend(_series_for(y, outputs, n, aligned, chart.fits, several))
+    if several and all("*" in y.split(".") for y in chart.y) and not aligned:
         # several wildcard paths fanned out per element: name the series by element and key
         series = []
         for y in chart.y:
             for s in _series_for(y, outputs, n, aligned):
                 s.name = f"{s.name} · {short_key(y)}"
                 series.append(s)
+    series = _dedupe(series)
     for s in series:
         s.xs = xs
     if data.kind == "stacked-bar":
@@ -243,7 +289,8 @@ def extract(chart: Chart, body: dict, outputs: dict, title: str = "", highlight:
         data.parts = series
     else:
         data.series = series
-    data.markers = _markers(chart.marker, outputs)
+    data.markers = _markers(chart.marker, outputs, chart.marker_label)
+    data.limits = _limits(chart, outputs)
     return None if data.empty else data
 
 
@@ -267,7 +314,8 @@ def extract_variants(chart: Chart, outputs: dict, title: str = "") -> ChartData 
         if not all(isinstance(get_path(e, parent), dict) for e in value):
             continue
         rows = [("your request", base)] + [(element_label(e, i), get_path(e, parent)) for i, e in enumerate(value)]
-        d = ChartData("stacked-bar", title, key.replace("_", " "), chart.y_label or "", y_unit=_unit_of(chart))
+        units = {**_units(chart), "x_unit": ""}
+        d = ChartData("stacked-bar", title, key.replace("_", " "), chart.y_label or "", **units)
         d.bars_x = [float(i) for i in range(len(rows))]
         d.bar_labels = [label for label, _ in rows]
         d.parts = [Series(leaf, d.bars_x, [_num(r.get(leaf)) if isinstance(r, dict) else None for _, r in rows])
@@ -277,12 +325,35 @@ def extract_variants(chart: Chart, outputs: dict, title: str = "") -> ChartData 
     return None
 
 
-def _unit_of(chart: Chart) -> str:
-    """'s' when the y axis is seconds (tick labels then read ms, µs)."""
-    label = (chart.y_label or "").lower()
-    if "second" in label or all(short_key(y).endswith("_s") for y in chart.y):
+def unit_of_key(key: str) -> str:
+    """The unit a field or output name carries: `…_bytes_per_s` B/s, `…_bytes` B, `…_s` s, `…_usd` USD …"""
+    k = short_key(key).lower()
+    words = k.split("_")
+    if k.endswith("bytes_per_s"):
+        return "B/s"
+    if k.endswith("bits_per_s"):
+        return "bit/s"
+    if k.endswith(("flop_per_s", "flops_per_s")):
+        return "FLOP/s"
+    if "bytes" in words or k == "bytes":
+        return "B"
+    if "usd" in words:
+        return "USD"
+    if k.endswith("_s") and not k.endswith(("_per_s", "_tokens_s")):
         return "s"
     return ""
+
+
+def _units(chart: Chart) -> dict[str, str]:
+    """The axes' units (declared, else read from the names) and the chart's scale choices."""
+    y_unit = chart.y_unit
+    if y_unit is None:
+        found = {unit_of_key(y) for y in chart.y}
+        y_unit = found.pop() if len(found) == 1 else ""
+        if not y_unit and "second" in (chart.y_label or "").lower():
+            y_unit = "s"
+    x_unit = chart.x_unit if chart.x_unit is not None else unit_of_key(chart.x)
+    return {"y_unit": y_unit, "x_unit": x_unit, "base": chart.base, "x_scale": chart.x_scale}
 
 
 # --------------------------------------------------------------------------- derived sweeps
@@ -332,15 +403,44 @@ def sweep_values(current: Any, schema: dict | None) -> list[float] | None:
     return out if len(out) >= 2 else None
 
 
+def linear_sweep_values(current: Any, schema: dict | None, steps: int = 8) -> list[float] | None:
+    """Evenly spaced points from current/4 to 2 × current (the current value among them), for a chart
+    with a linear x axis: 0..1 for a fraction; None when there is no positive current value."""
+    lo, hi, integer = _bounds(schema)
+    if isinstance(current, list):
+        current = current[0] if current else None
+    v = _num(current)
+    if lo is not None and lo >= 0 and hi is not None and hi <= 1 and not integer:
+        return [i / 20 for i in range(21)]
+    if v is None or v <= 0:
+        return None
+    step = v / 4
+    if integer:
+        step = max(1.0, float(round(step)))
+    raw = [step * k for k in range(1, steps + 1)]
+    if integer:
+        raw = [float(round(r)) for r in raw]
+    if not any(math.isclose(r, v, rel_tol=1e-9) for r in raw):
+        raw = sorted(set(raw) | {v})
+    out = []
+    for r in raw:
+        if (lo is not None and r < lo) or (hi is not None and r > hi) or r in out:
+            continue
+        out.append(int(r) if integer else r)
+    return out if len(out) >= 2 else None
+
+
 def derived_bodies(chart: Chart, body: dict, field_schema: dict | None, max_elements: int = 4) -> list[tuple[str, dict, float | None]]:
-    """Requests that sweep `chart.x` around a request that does not: (caption, body, current x)."""
+    """Requests that sweep `chart.x` around a request that does not: (caption, body, current x).
+    Points are evenly spaced (a linear axis) unless the chart asks for a log x axis (then ×2 steps)."""
     xf = locate_x(body, chart.x)
     if xf is None or is_sweep(body, xf):
         return []
+    points = sweep_values if chart.x_scale == "log" else linear_sweep_values
     out = []
     if xf.parent is None:
         current = get_path(body, xf.path)
-        values = sweep_values(current, field_schema)
+        values = points(current, field_schema)
         if values:
             out.append((f"{chart.x} swept around your request", _replace(body, xf.path, values), _num(current)))
         return out
@@ -348,7 +448,7 @@ def derived_bodies(chart: Chart, body: dict, field_schema: dict | None, max_elem
         current = get_path(el, xf.path)
         if current is MISSING:
             current = None
-        values = sweep_values(current if current is not None else 0.5, field_schema)
+        values = points(current if current is not None else 0.5, field_schema)
         if not values:
             continue
         new = dict(body)

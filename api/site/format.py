@@ -56,6 +56,24 @@ def _si(v: float, unit: str, digits: int = 4) -> str:
     return f"{num(v, digits)} {unit}"
 
 
+#: rates read in one fixed prefix where people compare them (TFLOP/s for accelerators, TB/s for memory, GB/s for links)
+RATE_BYTES: Scale = ((1e12, "TB/s", "10¹² bytes per second"), (1e9, "GB/s", "10⁹ bytes per second"),
+                     (1e6, "MB/s", "10⁶ bytes per second"), (1e3, "kB/s", "10³ bytes per second"))
+RATE_FLOP: Scale = ((1e17, "PFLOP/s", "10¹⁵ operations per second"), (1e12, "TFLOP/s", "10¹² operations per second"),
+                    (1e9, "GFLOP/s", "10⁹ operations per second"), (1e6, "MFLOP/s", "10⁶ operations per second"))
+
+
+def rate(v: float, scale: Scale, unit: str) -> Markup:
+    """A rate in the prefix people compare it in (`1,978.9 TFLOP/s`, `3.35 TB/s`, `450 GB/s`), the prefix
+    explained in a tooltip; PFLOP/s only from 100,000 TFLOP/s so that accelerators compare in one unit."""
+    for factor, name, title in scale:
+        if abs(v) >= factor:
+            if name == "PFLOP/s":
+                factor = 1e15
+            return Markup("{} {}").format(num(v / factor, 5), _abbr(name, title))
+    return Markup("{} {}").format(num(v, 5), unit)
+
+
 def human(key: str, value: Any) -> Markup | str:
     """A reading of a number for people, chosen by the unit its field name carries ('' when none)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -68,13 +86,13 @@ def human(key: str, value: Any) -> Markup | str:
         return ""
     words = k.split("_")
     if k.endswith("bytes_per_s"):
-        return human_bytes(v, "/s")
+        return rate(v, RATE_BYTES, "B/s")
     if "bytes" in words:  # bytes, kv_bytes, bytes_per_token, per_device_bytes_per_request …
         return human_bytes(v)
     if k.endswith("_bits_per_s"):
         return _si(v, "bit/s")
-    if k.endswith(("_flop_per_s", "_flops_per_s")):
-        return _si(v, "FLOP/s")
+    if k.endswith(("flop_per_s", "flops_per_s")):
+        return rate(v, RATE_FLOP, "FLOP/s")
     if k.endswith("_flops") or k == "flops":
         return _si(v, "FLOP")
     if k.endswith("_usd_per_mtok"):
@@ -109,7 +127,8 @@ def step_reading(value: Any, unit: str) -> Markup | str:
 
 
 def show(value: Any) -> str:
-    """The number itself, as computed (thousands separators; scientific for extremes)."""
+    """The number itself, as computed: thousands separators (whole numbers up to 10²¹ in full, so a peak
+    rate reads 1,978,900,000,000,000 rather than 1.9789e+15); scientific only for extremes."""
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -117,6 +136,8 @@ def show(value: Any) -> str:
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             return str(value)
+        if float(value).is_integer() and 1e15 <= abs(value) < 1e21:
+            return f"{int(value):,}"
         return num(value, 8)
     if isinstance(value, str):
         return value
@@ -186,8 +207,18 @@ def cited_sources(*records: Any) -> list[str]:
     return list(seen)
 
 
+def _prose(value: Any) -> bool:
+    """Is this output a sentence (an explanation such as `why`) rather than a name or a number?"""
+    return isinstance(value, str) and len(value) > 40 and value.count(" ") >= 5
+
+
+#: order of the result table: explanations first (shown above it), then numbers, lists, tables of objects
+_ROW_ORDER = {"prose": 0, "value": 1, "list": 2, "table": 3}
+
+
 def flatten_outputs(outputs: dict, prefix: str = "") -> list[dict[str, Any]]:
-    """Output rows for the result table: scalars, short lists, and lists of objects as sub-tables."""
+    """Output rows for the result page: sentences (`kind` prose, shown above the table), scalars, short
+    lists, and lists of objects as sub-tables (last, full width), in that order; the outputs' own order within each."""
     rows: list[dict[str, Any]] = []
     for key, value in outputs.items():
         path = f"{prefix}.{key}" if prefix else key
@@ -200,9 +231,11 @@ def flatten_outputs(outputs: dict, prefix: str = "") -> list[dict[str, Any]]:
                     if c not in cols:
                         cols.append(c)
             table = [[(c, v.get(c), f"{path}.{i}.{c}") for c in cols] for i, v in enumerate(value)]
-            rows.append({"path": path, "key": key, "table": {"cols": cols, "rows": table}})
+            rows.append({"path": path, "key": key, "kind": "table", "table": {"cols": cols, "rows": table}})
         elif isinstance(value, list):
-            rows.append({"path": path, "key": key, "list": value, "n": len(value)})
+            rows.append({"path": path, "key": key, "kind": "list", "list": value, "n": len(value)})
         else:
-            rows.append({"path": path, "key": key, "value": value})
+            rows.append({"path": path, "key": key, "kind": "prose" if _prose(value) else "value", "value": value})
+    if not prefix:
+        rows.sort(key=lambda r: _ROW_ORDER[r["kind"]])
     return rows

@@ -2,8 +2,13 @@
 into a request body.
 
 A calculator page takes its request as `body` (JSON) and/or one parameter per top-level field
-(`?model=qwen3-8b&tokens=1024,2048`); fields override the body. The request model validates the
-result afterwards, so this module only turns text into JSON values and says which text is not JSON.
+(`?model=qwen3-8b&tokens=1024,2048`); fields override the body. A list field may also be given as
+repeated parameters, the standard HTML encoding of a multiple choice (`target_modules=q_proj&target_modules=v_proj`),
+and the two spellings mix. The request model validates the result afterwards, so this module only
+turns text into JSON values and says which text is not JSON.
+
+Fields that name a stored record (`model`, `hardware`, `interconnect` …) offer the store's ids: a
+`<datalist>` for one id (free typing stays possible), a multiple `<select>` for a list of ids.
 """
 from __future__ import annotations
 
@@ -13,10 +18,15 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from api.site.format import compact_json, pretty_json
+from api.site.render import ENV, store_of
 from calculators.registry import Calculator
 
 Spec = dict[str, Any]
 Problem = dict[str, Any]
+
+#: request fields that name a stored record: field name -> store kind
+ID_FIELDS: dict[str, str] = {"model": "model", "hardware": "hardware", "interconnect": "link", "link": "link",
+                             "pp_link": "link", "price": "price", "framework": "framework"}
 
 
 class FieldError(Exception):
@@ -85,12 +95,42 @@ def field_specs(calc: Calculator) -> list[Spec]:
     out = []
     for name, prop in (schema.get("properties") or {}).items():
         kinds, enum, is_array = _kinds(prop, defs)
+        ids = ID_FIELDS.get(name) if (kinds <= {"string"} or kinds == {"list"}) and not enum else None
+        widget = _widget(kinds)
+        if ids and kinds == {"list"}:
+            widget = "multi"        # a list of stored ids: several choices
         out.append({"name": name, "title": prop.get("title", name), "description": prop.get("description", ""),
                     "default": prop.get("default"), "has_default": "default" in prop, "required": name in required,
-                    "kinds": sorted(kinds), "widget": _widget(kinds), "enum": list(dict.fromkeys(enum)),
+                    "kinds": sorted(kinds), "widget": widget, "enum": list(dict.fromkeys(enum)),
                     "sweepable": name in calc.sweepable, "string_only": kinds <= {"string", "enum"},
-                    "array": is_array, "schema": prop})
+                    "array": is_array, "list_only": kinds == {"list"}, "string_items": _string_items(prop, defs),
+                    "ids": ids, "schema": prop})
     return out
+
+
+def _string_items(prop: dict, defs: dict) -> bool:
+    """Is this a list of strings (so `1, 2` stays text instead of becoming numbers)?"""
+    stack = [prop]
+    while stack:
+        s = stack.pop()
+        while isinstance(s, dict) and "$ref" in s:
+            s = defs.get(s["$ref"].rsplit("/", 1)[-1], {})
+        stack.extend(s.get("anyOf") or s.get("oneOf") or [])
+        if s.get("type") == "array" and isinstance(s.get("items"), dict) and s["items"].get("type") == "string":
+            return True
+    return False
+
+
+def id_choices(request: Any, kind: str) -> list[dict[str, str]]:
+    """The stored records a field may name: [{id, name}] sorted by id (options of a datalist or select)."""
+    store = store_of(request)
+    if store is None:
+        return []
+    return sorted(({"id": str(r["id"]), "name": str(r.get("name") or r["id"])} for r in store.all(kind) if r.get("id")),
+                  key=lambda o: o["id"].lower())
+
+
+ENV.globals["id_choices"] = id_choices
 
 
 def parse_field(spec: Spec, raw: str) -> Any:
@@ -101,11 +141,17 @@ def parse_field(spec: Spec, raw: str) -> Any:
     if spec["widget"] == "bool":
         return raw.lower() in ("true", "1", "yes", "on")
     try:
-        return json.loads(raw)
+        value = json.loads(raw)
     except ValueError:
         pass
+    else:
+        if spec.get("list_only") and not isinstance(value, list):
+            return [raw if spec.get("string_items") else value]
+        return value
     if (spec["array"] or spec["sweepable"]) and "," in raw:
-        return [_scalar(part) for part in raw.split(",") if part.strip()]
+        return [part.strip() if spec.get("string_items") else _scalar(part) for part in raw.split(",") if part.strip()]
+    if spec.get("list_only"):
+        return [raw if spec.get("string_items") else _scalar(raw)]  # one element of a list field
     if "string" in spec["kinds"] or "enum" in spec["kinds"]:
         return raw
     if spec["widget"] == "textarea":
@@ -172,13 +218,15 @@ def request_from_query(params: QueryParams, calc: Calculator, specs: list[Spec])
         body = parsed
     by_name = {s["name"]: s for s in specs}
     errors = []
+    grouped: dict[str, list[str]] = {}
     for key, raw in params.multi_items():
-        spec = by_name.get(key)
-        if spec is None or raw.strip() == "":
-            continue
+        if key in by_name and raw.strip() != "":
+            grouped.setdefault(key, []).append(raw)
+    for key, raws in grouped.items():
+        spec = by_name[key]
         given = "fields" if given == "example" else "body+fields"
         try:
-            body[key] = parse_field(spec, raw)
+            body[key] = _repeated(spec, raws)
         except FieldError as exc:
             errors.append({"field": exc.field, "in": "query", "message": exc.message})
     if errors:
@@ -186,6 +234,18 @@ def request_from_query(params: QueryParams, calc: Calculator, specs: list[Spec])
     if given == "example":
         body = dict(calc.example)
     return body, given, None
+
+
+def _repeated(spec: Spec, raws: list[str]) -> Any:
+    """A field given once, or repeated: a list field joins its values (each may itself be `a, b`);
+    any other field takes its last value, as a form post would."""
+    if len(raws) == 1 or not (spec["array"] or spec["sweepable"]):
+        return parse_field(spec, raws[-1])
+    values: list[Any] = []
+    for raw in raws:
+        v = parse_field(spec, raw)
+        values.extend(v if isinstance(v, list) else [v])
+    return values
 
 
 def field_schema(calc: Calculator, specs: list[Spec], name: str) -> dict | None:

@@ -417,10 +417,13 @@ def test_partial_case_says_what_is_missing(partial_client):
 # --------------------------------------------------------------------------- charts (pure)
 
 def test_layout_handles_gaps_logs_and_constants():
-    d = charts.ChartData("line", "t", "x", "y", series=[
-        charts.Series("a", [1, 2, 4, 8, 16, 32], [1.0, None, 3.0, 4.0, 5.0, 6.0]),
-        charts.Series("b", [1, 2, 4, 8, 16, 32], [2.0] * 6, constant=True)], markers=[(4.0, "even")], highlight_x=8)
-    g = charts.layout(d)
+    def data(x_scale: str) -> charts.ChartData:
+        return charts.ChartData("line", "t", "x", "y", series=[
+            charts.Series("a", [1, 2, 4, 8, 16, 32], [1.0, None, 3.0, 4.0, 5.0, 6.0]),
+            charts.Series("b", [1, 2, 4, 8, 16, 32], [2.0] * 6, constant=True)], markers=[(4.0, "even")],
+            highlight_x=8, x_scale=x_scale)
+    assert charts.layout(data("auto"))["log_x"] is False   # ×32 is under the two decades that make auto go log
+    g = charts.layout(data("log"))
     assert g["log_x"] is True
     assert len([l for l in g["lines"] if l["title"] == "a"]) == 2  # the gap splits the line
     assert any(m["label"].startswith("even") for m in g["markers"]) and any(m.get("hl") for m in g["markers"])
