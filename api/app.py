@@ -7,15 +7,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import PlainTextResponse
 
 from api import schemas as S
+from api.docs import mount as mount_docs
 from api.llms import llms_txt
-from api.middleware import BodyLimitMiddleware, SecurityHeadersMiddleware
-from api.problems import problem, pydantic_errors
+from api.middleware import BodyLimitMiddleware, SecurityHeadersMiddleware, allowed_methods
+from api.problems import problem, problem_responses, pydantic_errors
 from api.routes import calculators, calibration, cases, facts, measurements, search
 from api.routes.common import NotFound
+from api.routes import export as export_routes
 from api.settings import Settings, get_settings
 from knowledge.build import ensure_built
 from knowledge.search import build_index
@@ -61,6 +64,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="AI Infra Casebook", version=settings.version, description=DESCRIPTION, lifespan=lifespan,
         generate_unique_id_function=lambda route: route.name,
+        responses=problem_responses(),  # every operation declares its errors as the Problem schema
+        docs_url=None, redoc_url=None,  # api.docs serves both, offline
         openapi_tags=[{"name": "calculators", "description": "Calculators that show their work."},
                       {"name": "facts", "description": "Sourced facts: hardware, links, models, frameworks, prices, sources."},
                       {"name": "cases", "description": "The book's case studies and their worked examples."},
@@ -78,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     for module in (facts, cases, search, calculators, measurements, calibration):
         app.include_router(module.router, prefix="/api/v1")
+    app.include_router(export_routes.router, prefix="/api/v1")  # downloads: /api/v1/export
+    mount_docs(app)
 
     @app.get("/healthz", response_model=S.Health, tags=["meta"], summary="Health and store identity",
              description="200 once the store is open: version, the store's content hash and record counts.")
@@ -96,7 +103,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return PlainTextResponse(llms_txt({k: store.count(k) for k in store.records}))
 
     _include_optional(app)
+    _tidy_openapi(app)
     return app
+
+
+def _tidy_openapi(app: FastAPI) -> None:
+    """The OpenAPI document with errors as application/problem+json and named enums (see S.tidy_openapi)."""
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            app.openapi_schema = S.tidy_openapi(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = openapi
 
 
 def _include_optional(app: FastAPI) -> None:
@@ -134,20 +152,34 @@ def _is_html(request: Request) -> bool:
     return not request.url.path.startswith(("/api/", "/healthz", "/openapi", "/mcp", "/llms"))
 
 
+def _body_model(request: Request):
+    """The pydantic model of the body the matched route takes (None when it takes none)."""
+    field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(field, "field_info", None), "annotation", None)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def on_validation(request: Request, exc: RequestValidationError):
-        errors = pydantic_errors(exc.errors())
-        fields = ", ".join(sorted({e["field"] for e in errors}))
-        return problem(422, "Invalid request", f"invalid field(s): {fields}", kind="validation", errors=errors,
-                       instance=request.url.path)
+        raw = exc.errors()
+        text = exc.body if isinstance(exc.body, (str, bytes)) else None
+        errors = pydantic_errors(raw, model=_body_model(request), text=text)
+        if any(e.get("type") == "json_invalid" for e in raw):
+            syntax = next(e for e in errors if e["type"] == "json_invalid")
+            return problem(422, "Malformed JSON", f"the body is not valid JSON: {syntax['message']}", kind="json-syntax",
+                           errors=errors, instance=request.url.path)
+        detail = "invalid field(s): " + "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+        return problem(422, "Invalid request", detail, kind="validation", errors=errors, instance=request.url.path)
 
     @app.exception_handler(NotFound)
     async def on_not_found(request: Request, exc: NotFound):
+        store = getattr(request.app.state, "store", None)
+        exc.suggestions_found = exc.suggestions(store)      # for the HTML page too
         if _is_html(request) and hasattr(app.state, "render_not_found"):
             return app.state.render_not_found(request, exc)
-        return problem(404, f"Unknown {exc.kind}", str(exc), kind="not-found", instance=request.url.path,
-                       see=exc.list_endpoint)
+        return problem(404, f"Unknown {exc.kind}", exc.message(store), kind="not-found", instance=request.url.path,
+                       see=exc.list_endpoint, suggestions=exc.suggestions_found or None)
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException):
@@ -155,9 +187,13 @@ def _install_error_handlers(app: FastAPI) -> None:
             return app.state.render_not_found(request, None)
         title = {404: "Not found", 405: "Method not allowed", 413: "Request too large"}.get(exc.status_code, "Error")
         detail = exc.detail if isinstance(exc.detail, str) else title
+        headers = dict(exc.headers or {})
         if exc.status_code == 404:
             detail = f"no route {request.url.path}; see /docs or /api/v1/calculators"
-        return problem(exc.status_code, title, detail, instance=request.url.path)
+        if exc.status_code == 405:
+            headers["Allow"] = ", ".join(allowed_methods(request.app, request.scope))  # every route at the path
+            detail = f"{request.method} is not allowed on {request.url.path}; allowed: {headers['Allow']}"
+        return problem(exc.status_code, title, detail, instance=request.url.path, headers=headers or None)
 
     @app.exception_handler(RecursionError)
     async def on_recursion(request: Request, exc: RecursionError):

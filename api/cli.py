@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from calculators.suggest import did_you_mean
 from knowledge.build import DEFAULT_DB
 
 
@@ -55,7 +56,8 @@ def cmd_calc(args) -> int:
             print(f"{c.name:24} {c.summary}")
         return 0
     if args.name not in REGISTRY:
-        print(f"unknown calculator {args.name!r}; `casebook calc --list` lists them", file=sys.stderr)
+        print(f"unknown calculator {args.name!r}.{did_you_mean(args.name, REGISTRY)} "
+              "`casebook calc --list` lists them", file=sys.stderr)
         return 2
     try:
         body = json.loads(args.json) if args.json else dict(REGISTRY[args.name].example)

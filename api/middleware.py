@@ -66,12 +66,45 @@ HTML_HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
     (b"content-security-policy", b"default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
-                                 b"script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; frame-ancestors 'none'"),
+                                 b"script-src 'self' 'unsafe-inline'; frame-ancestors 'none'"),
 ]
 
 
+def docs_csp(script_hashes: list[str], *, worker_blob: bool = False) -> str:
+    """The policy of the API docs pages (/docs, /redoc; api.docs sets it on their responses): scripts only
+    from this origin plus the page's own inline scripts by hash (no 'unsafe-inline'); ReDoc's search may
+    run a worker from a blob: URL. Styles as on the site (the UIs set inline styles)."""
+    return "; ".join([
+        "default-src 'self'", "img-src 'self' data:", "style-src 'self' 'unsafe-inline'",
+        " ".join(["script-src 'self'", *script_hashes]),
+        *(["worker-src 'self' blob:"] if worker_blob else []),
+        "object-src 'none'", "base-uri 'self'", "frame-ancestors 'none'"])
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+
+
+def allowed_methods(app, scope) -> list[str]:
+    """The methods the app answers at the path of `scope` (for the `Allow` header of a 405): every method some
+    route fully matches there; mounted static files take GET and HEAD, plain ASGI endpoints (MCP) GET and POST."""
+    from starlette.routing import Match, Mount, Route
+
+    methods: set[str] = set()
+    for route in getattr(getattr(app, "router", None), "routes", []) or []:
+        try:
+            if isinstance(route, Mount) or (isinstance(route, Route) and route.methods is None):
+                if route.matches({**scope, "method": "GET"})[0] is not Match.NONE:
+                    methods |= {"GET", "HEAD"} if isinstance(route, Mount) else {"GET", "POST"}
+                continue
+            methods |= {m for m in _METHODS if route.matches({**scope, "method": m})[0] is Match.FULL}
+        except Exception:  # noqa: BLE001, S112 - a route that cannot judge this scope does not match it
+            continue
+    return sorted(methods) or ["GET", "HEAD"]
+
+
 class SecurityHeadersMiddleware:
-    """Add nosniff to every response, and the full set of security headers to HTML."""
+    """Add nosniff to every response, the full set of security headers to HTML, and `Allow` to any 405 that
+    lacks it (static files and the MCP endpoint answer 405 without one)."""
 
     def __init__(self, app):
         self.app = app
@@ -87,6 +120,8 @@ class SecurityHeadersMiddleware:
                 names = {k for k, _ in headers}
                 extra = HTML_HEADERS if ctype.startswith(b"text/html") else HTML_HEADERS[:1]
                 headers.extend(h for h in extra if h[0] not in names)
+                if message.get("status") == 405 and b"allow" not in {k.lower() for k in names}:
+                    headers.append((b"allow", ", ".join(allowed_methods(scope.get("app"), scope)).encode()))
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -7,7 +7,7 @@ import orjson
 from starlette.responses import Response
 
 # The field naming rule is the runner's, so REST, batch and MCP name fields the same way.
-from calculators.runner import field_errors, field_name  # noqa: F401
+from calculators.runner import field_errors, field_name, json_syntax_message  # noqa: F401
 
 PROBLEM_TYPE = "https://casebook.invalid/problems/"
 
@@ -20,15 +20,16 @@ class ProblemResponse(Response):
 
 
 def problem(status: int, title: str, detail: str, *, kind: str | None = None,
-            errors: list[dict] | None = None, instance: str | None = None, **extra: Any) -> ProblemResponse:
+            errors: list[dict] | None = None, instance: str | None = None, headers: dict[str, str] | None = None,
+            **extra: Any) -> ProblemResponse:
     body: dict[str, Any] = {"type": PROBLEM_TYPE + (kind or str(status)), "title": title, "status": status,
                             "detail": detail}
     if instance:
         body["instance"] = instance
     if errors is not None:
         body["errors"] = errors
-    body.update(extra)
-    return ProblemResponse(body, status_code=status)
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return ProblemResponse(body, status_code=status, headers=headers)
 
 
 def problem_body(status: int, title: str, detail: str, errors: list[dict] | None = None, kind: str | None = None) -> dict:
@@ -38,6 +39,27 @@ def problem_body(status: int, title: str, detail: str, errors: list[dict] | None
     return body
 
 
-def pydantic_errors(errors: Sequence[dict], prefix: Sequence[Any] = ()) -> list[dict]:
-    """Pydantic/FastAPI errors as `{field, in, message, type}` items (the runner's field errors)."""
-    return [e.as_dict() for e in field_errors(errors, prefix)]
+def pydantic_errors(errors: Sequence[dict], prefix: Sequence[Any] = (), model: type | None = None,
+                    text: str | bytes | None = None) -> list[dict]:
+    """Pydantic/FastAPI errors as `{field, in, message, type, suggestions?}` items (the runner's field errors).
+    `model` is the body's model (unknown fields then name the nearest real one); `text` the body as sent
+    (a JSON syntax error then says at which line and column)."""
+    return [e.as_dict() for e in field_errors(errors, prefix, model, text)]
+
+
+#: What every operation may answer besides its success: one RFC 9457 `Problem` schema for each status, so
+#: that generated clients parse errors into a typed model (FastAPI's app-level `responses`).
+PROBLEM_STATUSES = {
+    400: "Malformed request (e.g. a body nested too deeply to parse): a problem saying what to fix.",
+    404: "Unknown id, name or route: a problem naming the list to choose from (`see`) and the closest known "
+         "ones (`suggestions`).",
+    413: "Request body over the size limit.",
+    422: "Invalid input: `errors` names each field, why it is wrong and, where it can, what was meant "
+         "(`suggestions`); a JSON syntax error is reported on the field `body` with its line and column.",
+}
+
+
+def problem_responses() -> dict[int, dict[str, Any]]:
+    from api.schemas import Problem  # the schemas import the records; kept out of this module's import time
+
+    return {status: {"model": Problem, "description": text} for status, text in PROBLEM_STATUSES.items()}

@@ -6,6 +6,7 @@ extra fields: the data files may carry more.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Generic, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -110,6 +111,33 @@ class CalculatorInfo(BaseModel):
     cases: list[CaseRef]
 
 
+class FieldError(BaseModel):
+    """One thing wrong with a request: the field as the user wrote it, where, why, and what was probably meant."""
+
+    model_config = ConfigDict(populate_by_name=True)
+    field: str = Field(description="The field as written in the request: `tokens`, `candidates[0].pass_rate`, "
+                                   "`body` for the whole body (e.g. a JSON syntax error).")
+    in_: str = Field(alias="in", description="Where the field is: body, query, path or header.")
+    message: str = Field(description="What is wrong and how to fix it.")
+    type: str = Field(description="Machine-readable kind: missing, extra_forbidden, literal_error, unknown_id, "
+                                  "bool_not_number, json_invalid, …")
+    suggestions: Optional[list[str]] = Field(None, description="The closest valid names or values, best first "
+                                                               "(present when there are any).")
+
+
+class Problem(BaseModel):
+    """An error, as RFC 9457 problem details (`application/problem+json`)."""
+
+    type: str = Field(description="URI naming the kind of problem.")
+    title: str
+    status: int
+    detail: str = Field(description="What went wrong and how to fix it, in one or two sentences.")
+    instance: Optional[str] = Field(None, description="The request path.")
+    errors: Optional[list[FieldError]] = Field(None, description="Field-level errors (400 and 422).")
+    see: Optional[str] = Field(None, description="For an unknown id or name: the list to choose from.")
+    suggestions: Optional[list[str]] = Field(None, description="For an unknown id or name: the closest known ones.")
+
+
 class BatchItem(BaseModel):
     calculator: str = Field(description="A registered calculator name, e.g. kv-cache.")
     request: dict[str, Any] = Field(description="Its request body.")
@@ -123,7 +151,7 @@ class BatchRequest(BaseModel):
 class BatchResult(BaseModel):
     status: int
     response: Optional[Envelope] = None
-    problem: Optional[dict[str, Any]] = None
+    problem: Optional[Problem] = None
 
 
 class BatchResponse(BaseModel):
@@ -154,3 +182,116 @@ class Coverage(BaseModel):
     calculators_used: list[str]
     per_case: list[CoverageCase]
     families_without_calculator: list[str]
+
+
+# --------------------------------------------------------------------------- the published OpenAPI document
+
+def tidy_openapi(spec: dict) -> dict:
+    """The OpenAPI document as clients should read it: error responses as `application/problem+json`
+    (FastAPI files every declared model under application/json) and every choice list (a Literal or enum
+    written inline in a model) as a named schema of its own, so generated clients get `FormatName`,
+    `Operation` or `FrameworkKind` instead of `KVCacheRequestKvFormatType0`."""
+    ref = {"$ref": "#/components/schemas/Problem"}
+    for path in spec.get("paths", {}).values():
+        for op in path.values():
+            for status, resp in (op.get("responses") or {}).items():
+                content = resp.get("content") or {}
+                if str(status)[:1] not in "45":
+                    continue
+                # FastAPI files the declared Problem under the route's own media type (JSON, text/plain, …)
+                moved = {media for media, body in content.items() if body.get("schema") == ref}
+                if moved or "application/problem+json" in content:
+                    kept = {m: b for m, b in content.items() if m not in moved and m != "application/problem+json"}
+                    resp["content"] = {"application/problem+json": {**content.get("application/problem+json", {}),
+                                                                    "schema": ref}, **kept}
+    _name_enums(spec.setdefault("components", {}).setdefault("schemas", {}))
+    return spec
+
+
+def _literal_aliases() -> dict[tuple, str]:
+    """Module-level Literal aliases of the calculators and records (`FormatName = Literal[...]`): their names
+    are the names a reader knows the choices by."""
+    import sys
+    import typing
+
+    names: dict[tuple, str] = {}
+    for modname in sorted(m for m in list(sys.modules) if m.startswith(("calculators.", "knowledge.records"))):
+        for attr, obj in sorted(vars(sys.modules[modname]).items()):
+            if typing.get_origin(obj) is typing.Literal and attr[:1].isupper():
+                names.setdefault(tuple(typing.get_args(obj)), attr)
+    return names
+
+
+def _pascal(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.replace("-", "_").split("_") if p)
+
+
+#: field names too general to name a choice list alone
+_GENERIC_FIELDS = {"name", "kind", "mode", "record", "method", "type", "request", "expected"}
+
+
+def _name_enums(schemas: dict) -> None:
+    """Move inline enums (two or more values) of component schemas into components, named by the Literal alias
+    of the same values, else the field's name, else model + field."""
+    uses: dict[tuple, list[tuple[str, str, dict, Any]]] = {}   # values -> [(model, field, holder, key)]
+
+    def visit(model: str, field: str, holder: Any, key: Any, member: bool = False) -> None:
+        node = holder[key]
+        if not isinstance(node, dict):
+            return
+        if "enum" in node and len(node["enum"]) >= 2 and "$ref" not in node:
+            uses.setdefault(tuple(node["enum"]), []).append((model, field, holder, key))
+            return
+        if member and node.get("type") == "object" and "properties" not in node and "$ref" not in node:
+            # a free-form map as one member of a union (`model_config: object | null`): named, not `…Type0`
+            shape = {k: v for k, v in node.items() if k not in ("title", "description")}
+            uses.setdefault(("<map>", field, json.dumps(shape, sort_keys=True)), []).append((model, field, holder, key))
+            return
+        for sub in ("anyOf", "oneOf", "allOf"):
+            for i in range(len(node.get(sub) or [])):
+                visit(model, field, node[sub], i, member=True)
+        if isinstance(node.get("items"), dict):
+            visit(model, field, node, "items")
+        if isinstance(node.get("additionalProperties"), dict):
+            visit(model, field, node, "additionalProperties")
+
+    for model, schema in list(schemas.items()):
+        for field, prop in list((schema.get("properties") or {}).items()):
+            visit(model, field, schema["properties"], field)
+    if not uses:
+        return
+    aliases = _literal_aliases()
+    taken = set(schemas)
+    order = sorted(uses, key=lambda v: (v not in aliases, sorted({f for _, f, _, _ in uses[v]}), v))
+    for values in order:
+        places = uses[values]
+        fields = sorted({f for _, f, _, _ in places})
+        models = sorted({m for m, _, _, _ in places})
+        candidates = [aliases.get(values)] if values in aliases else []
+        own = models[0].removesuffix("Request").removesuffix("Out") + _pascal(fields[0]) if len(models) == 1 else None
+        if own and fields[0] in _GENERIC_FIELDS:       # `QueueCandidateName` says more than `Name`
+            candidates.append(own)
+        if len(fields) == 1:
+            candidates.append(_pascal(fields[0]))
+        if own:
+            candidates.append(own)
+        if values[:1] == ("<map>",):
+            candidates.append(_pascal(models[0].removesuffix("Request")) + _pascal(fields[0]) + "Map")
+        else:
+            candidates.append("Or".join(_pascal(str(v)) for v in values) if len(values) <= 4 else
+                              _pascal(models[0].removesuffix("Request")) + _pascal(fields[0]) + "Choice")
+        name = next((c for c in candidates if c and c not in taken), None)
+        i = 2
+        while name is None:
+            name = f"{candidates[-1]}{i}" if f"{candidates[-1]}{i}" not in taken else None
+            i += 1
+        taken.add(name)
+        first = places[0][2][places[0][3]]
+        moved = ("type", "enum") if values[:1] != ("<map>",) else tuple(k for k in first if k not in ("title", "description"))
+        component = {k: first[k] for k in moved if k in first}
+        component["title"] = name
+        schemas[name] = component
+        for _, _, holder, key in places:
+            node = holder[key]
+            rest = {k: v for k, v in node.items() if k not in moved and k != "title"}
+            holder[key] = {"$ref": f"#/components/schemas/{name}", **rest}

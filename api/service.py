@@ -25,12 +25,18 @@ class CalculationFailed(Exception):
     @classmethod
     def from_run_error(cls, err: RunError) -> "CalculationFailed":
         errors = [e.as_dict() for e in err.errors] if err.errors or err.status in (413, 422) else None
-        return cls(err.status, problem_body(err.status, err.title, err.detail, errors, err.kind))
+        body = problem_body(err.status, err.title, err.detail, errors, err.kind)
+        if err.see:
+            body["see"] = err.see
+        if err.suggestions:
+            body["suggestions"] = list(err.suggestions)
+        return cls(err.status, body)
 
 
 def lookup_of(store):
-    """The store's lookup, or one that knows no ids when there is no store."""
-    return store.lookup if store is not None else no_lookup
+    """The store's lookup (which also lists the ids of a kind, `lookup("ids", kind)`, so that an unknown id
+    in a request is answered with the closest ones), or one that knows no ids when there is no store."""
+    return no_lookup if store is None else store.lookup
 
 
 def case_refs(store, slugs) -> list[dict]:

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import functools
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 #: Largest number of points a single sweep may broadcast to (documented in the API).
 MAX_SWEEP_POINTS = 1_000_000
@@ -27,9 +30,32 @@ KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
 
 
 class CalcRequest(BaseModel):
-    """Base of every calculator request: unknown fields and NaN/Infinity are refused."""
+    """Base of every calculator request: unknown fields, NaN/Infinity and booleans as numbers are refused."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_booleans_as_numbers(cls, data: Any) -> Any:
+        """`true`/`false` where a number is expected is a mistake, not 1/0 (pydantic's lax mode would take it):
+        refused for every numeric field of every request, scalars, lists and maps alike, each error at the
+        place of the boolean (nested request models check their own fields)."""
+        if not isinstance(data, dict):
+            return data
+        errors = []
+        for key, v in data.items():
+            if not (v is True or v is False or isinstance(v, (list, tuple, dict))) or not isinstance(key, str):
+                continue
+            refuse, in_dicts = _numbers_only(cls, key)
+            where = _boolean_in(v, in_dicts) if refuse else None
+            if where is not None:
+                value = v[where[0]] if where else v
+                errors.append(InitErrorDetails(type=PydanticCustomError(
+                    "bool_not_number", "a boolean ({value}) where a number is expected: write the number "
+                    "(JSON true/false are not 1/0)", {"value": "true" if value else "false"}), loc=(key, *where), input=value))
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return data
 
     @field_validator("hf_config", check_fields=False)
     @classmethod
@@ -46,6 +72,68 @@ class CalcRequest(BaseModel):
         if isinstance(data, dict) and "hf_config" in data:
             raise ValueError("unknown field 'hf_config': write the config.json object as `model_config`")
         return data
+
+
+@functools.cache
+def _numbers_only(model: type[BaseModel], key: str) -> tuple[bool, bool]:
+    """(the field takes numbers and never a boolean, a map's values may hold its numbers) for the request
+    field a body names `key` (its name or alias)."""
+    info = model.model_fields.get(key)
+    if info is None:
+        info = next((f for f in model.model_fields.values() if f.alias == key), None)
+    if info is None:
+        return False, False
+    leaves: set[str] = set()
+    _leaf_kinds(info.annotation, leaves)
+    return ("number" in leaves and "other" not in leaves), ("dict" in leaves and "model" not in leaves)
+
+
+def _leaf_kinds(tp: Any, out: set[str]) -> None:
+    """What a type annotation accepts at its leaves: number, other (bool, Any, unknown: never refused), dict, model."""
+    origin = typing.get_origin(tp)
+    if tp is bool or tp is Any or tp is object:
+        out.add("other")
+    elif tp in (int, float):
+        out.add("number")
+    elif tp in (str, bytes, type(None)):
+        pass
+    elif isinstance(tp, type) and issubclass(tp, BaseModel):
+        out.add("model")               # a nested request validates its own fields
+    elif origin is Annotated:
+        _leaf_kinds(typing.get_args(tp)[0], out)
+    elif origin is typing.Literal:
+        if any(isinstance(a, bool) for a in typing.get_args(tp)):
+            out.add("other")
+    elif origin in (list, tuple, set, frozenset, typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            if arg is not Ellipsis:
+                _leaf_kinds(arg, out)
+    elif origin is dict:
+        out.add("dict")
+        args = typing.get_args(tp)
+        _leaf_kinds(args[1] if len(args) == 2 else Any, out)
+    elif tp is dict:
+        out.update(("dict", "other"))
+    elif isinstance(tp, type) and issubclass(tp, (int, float)) and not issubclass(tp, bool):
+        out.add("number")              # IntEnum and friends
+    else:
+        out.add("other")               # unknown: never refuse what it might accept
+
+
+def _boolean_in(v: Any, in_dicts: bool) -> tuple | None:
+    """Where a boolean sits in a request value: () for the value itself, (i,) for a list item, (key,) for a
+    map value; None when there is none."""
+    if v is True or v is False:
+        return ()
+    if isinstance(v, (list, tuple)):
+        if bool in set(map(type, v)):                      # one pass in C over a 100,000-point sweep
+            return (next(i for i, x in enumerate(v) if x is True or x is False),)
+        return None
+    if isinstance(v, dict) and in_dicts:
+        for k, x in v.items():
+            if x is True or x is False:
+                return (k,)
+    return None
 
 
 # Bounded scalar types used in request models.
@@ -74,7 +162,7 @@ class CalcInputError(ValueError):
 
 
 class UnknownId(CalcInputError):
-    """A request names an id the store does not hold."""
+    """A request names an id the store does not hold (front ends add the closest ids: see `ids_of`)."""
 
     def __init__(self, loc: Sequence[str | int] | str, kind: str, ident: str):
         self.kind = kind
@@ -88,11 +176,22 @@ def kind_plural(kind: str) -> str:
 
 
 Lookup = Callable[[str, str], dict]
+#: `lookup(IDS, kind)` lists the ids of a kind, where a lookup can (for did-you-mean on unknown ids).
+IDS = "ids"
 
 
 def no_lookup(kind: str, ident: str) -> dict:
     """A lookup that knows no ids (for pure-number requests and tests)."""
     raise KeyError(ident)
+
+
+def ids_of(lookup: Lookup, kind: str) -> list[str]:
+    """The ids of `kind` the lookup knows ([] when it cannot list them)."""
+    try:
+        ids = lookup(IDS, kind)
+    except (KeyError, TypeError, ValueError):
+        return []
+    return [str(i) for i in ids] if isinstance(ids, (list, tuple, set, frozenset, dict)) else []
 
 
 def fetch(lookup: Lookup, kind: str, ident: str, loc: str) -> dict:

@@ -16,8 +16,9 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from calculators.base import Calculator
-from calculators.core import CalcInputError, Lookup, Result, no_lookup
+from calculators.core import CalcInputError, CalcRequest, Lookup, Result, UnknownId, ids_of, no_lookup
 from calculators.registry import REGISTRY
+from calculators.suggest import close_matches, did_you_mean
 
 
 @dataclass
@@ -28,9 +29,13 @@ class FieldError:
     message: str
     type: str = "value_error"
     where: str = "body"
+    suggestions: list[str] = field(default_factory=list)   # what the user probably meant (did-you-mean)
 
     def as_dict(self) -> dict:
-        return {"field": self.field, "in": self.where, "message": self.message, "type": self.type}
+        d = {"field": self.field, "in": self.where, "message": self.message, "type": self.type}
+        if self.suggestions:
+            d["suggestions"] = list(self.suggestions)
+        return d
 
 
 @dataclass
@@ -42,13 +47,19 @@ class RunError(Exception):
     title: str
     detail: str
     errors: list[FieldError] = field(default_factory=list)
+    suggestions: list[str] = field(default_factory=list)   # for a 404: the known names closest to the one asked for
+    see: str | None = None                                 # for a 404: the list to choose from
 
     def __str__(self) -> str:
         return self.detail
 
 
 def unknown_calculator(name: str) -> RunError:
-    return RunError(404, "not-found", "Unknown calculator", f"no calculator named {name!r}; see /api/v1/calculators")
+    """A 404 naming the list of calculators and the names closest to `name`."""
+    names = list(REGISTRY)
+    return RunError(404, "not-found", "Unknown calculator",
+                    f"no calculator named {name!r}; see /api/v1/calculators.{did_you_mean(name, names)}",
+                    suggestions=close_matches(name, names), see="/api/v1/calculators")
 
 
 _TYPE_TAG = re.compile(r"^(constrained-\w+|float|int|str|bool|none|list\[.*\]|dict\[.*\]|[\w-]+\[.*\]|function-\w+\[.*\])$")
@@ -69,20 +80,109 @@ def field_name(loc: Sequence[Any]) -> str:
     return out or "body"
 
 
-def field_errors(errors: Sequence[dict], prefix: Sequence[Any] = ()) -> list[FieldError]:
+def field_errors(errors: Sequence[dict], prefix: Sequence[Any] = (), model: type[BaseModel] | None = None,
+                 text: str | bytes | None = None) -> list[FieldError]:
     """Pydantic errors as FieldErrors, one per field (a scalar-or-list field fails once per union member:
-    the first reason is kept)."""
+    the first reason is kept). Each says how to fix it: an unknown field names the nearest real field of
+    `model` (the request model, when known), a bad choice the nearest allowed value, a JSON syntax error
+    where it is (line and column when `text`, the body as sent, is given)."""
     out: list[FieldError] = []
     seen: set[str] = set()
+    tags = _model_tags()
     for e in errors:
         loc = tuple(prefix) + tuple(e.get("loc", ()))
         where = loc[0] if loc and loc[0] in ("body", "query", "path", "header") else "body"
-        name = field_name(loc[1:] if loc and loc[0] in ("query", "path", "header") else loc)
+        kind = e.get("type", "value_error")
+        if kind == "json_invalid":       # the location is a character offset into the text, not a field
+            out.append(FieldError("body", json_syntax_message(e, text), kind, where))
+            continue
+        parts = loc[1:] if loc and loc[0] in ("query", "path", "header", "body") else loc
+        parts = tuple(p for p in parts if not (isinstance(p, str) and p in tags))  # union members that are models
+        name = field_name(parts)
         if name in seen:
             continue
         seen.add(name)
-        out.append(FieldError(name, e.get("msg", "invalid"), e.get("type", "value_error"), where))
+        message, suggestions = e.get("msg", "invalid"), []
+        if kind == "extra_forbidden" and parts and isinstance(parts[-1], str):
+            message, suggestions = _unknown_field(str(parts[-1]), _fields_at(model, parts[:-1]))
+        elif kind in ("literal_error", "enum") and isinstance(e.get("input"), str):
+            allowed = _choices((e.get("ctx") or {}).get("expected", ""))
+            suggestions = close_matches(e["input"], allowed)
+            if suggestions:
+                message = message.rstrip(".") + "." + did_you_mean(e["input"], allowed)
+        out.append(FieldError(name, message, kind, where, suggestions))
     return out
+
+
+def json_syntax_message(error: dict, text: str | bytes | None = None) -> str:
+    """'JSON syntax error at line L, column C: <reason>' for a json_invalid error (its loc ends with the
+    character offset; `text` is the document, to turn the offset into a line and column)."""
+    loc = error.get("loc") or ()
+    pos = loc[-1] if loc and isinstance(loc[-1], int) else None
+    reason = (error.get("ctx") or {}).get("error") or error.get("msg") or "invalid JSON"
+    if pos is None or text is None:
+        return f"JSON syntax error: {reason}" + (f" (at character {pos})" if pos is not None else "")
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    before = text[:pos]
+    line = before.count("\n") + 1
+    column = pos - (before.rfind("\n") + 1) + 1
+    return f"JSON syntax error at line {line}, column {column}: {reason}"
+
+
+def _model_tags() -> set[str]:
+    """Names pydantic adds to an error location for a union member that is a request model (`kv_format.FormatSpec`)."""
+    names, todo = set(), [CalcRequest]
+    while todo:
+        cls = todo.pop()
+        for sub in cls.__subclasses__():
+            names.add(sub.__name__)
+            todo.append(sub)
+    return names
+
+
+def _models_in(tp: Any) -> list[type[BaseModel]]:
+    """The pydantic models a type annotation holds (through Optional, unions, lists, dicts, Annotated)."""
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        return [tp]
+    return [m for arg in getattr(tp, "__args__", ()) or () for m in _models_in(arg)]
+
+
+def _fields_at(model: type[BaseModel] | None, parts: Sequence[Any]) -> list[str]:
+    """The public field names of the (nested) model at `parts` inside `model` ([] when unknown)."""
+    models = [model] if model is not None else []
+    for p in parts:
+        if isinstance(p, int):
+            continue
+        nxt = []
+        for m in models:
+            for name, info in m.model_fields.items():
+                if p in (name, info.alias):
+                    nxt += _models_in(info.annotation)
+        models = nxt
+    names: list[str] = []
+    for m in models:
+        names += [info.alias or name for name, info in m.model_fields.items()]
+    return list(dict.fromkeys(names))
+
+
+def _unknown_field(name: str, known: list[str]) -> tuple[str, list[str]]:
+    """The message for an unknown field (the error's `field` names it): the nearest real ones, else all."""
+    if not known:
+        return "unknown field: not part of this request", []
+    found = close_matches(name, known)
+    if found:
+        return f"unknown field.{did_you_mean(name, known)}", found
+    return f"unknown field; this object takes: {', '.join(known)}", []
+
+
+_QUOTED = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
+def _choices(expected: str) -> list[str]:
+    """The allowed values listed in pydantic's `expected` ("'a', 'b' or 'c'")."""
+    found = _QUOTED.findall(expected)
+    return found or [p.strip() for p in re.split(r",| or ", expected) if p.strip()]
 
 
 def compute(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator, BaseModel, Result]:
@@ -95,14 +195,26 @@ def compute(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculato
     return calc, request, calc.compute(request, lookup)
 
 
+def unknown_id_error(exc: UnknownId, lookup: Lookup) -> FieldError:
+    """An unknown store id as a field error with the ids closest to it (when the lookup can list them)."""
+    field = field_name(exc.loc)
+    ids = ids_of(lookup, exc.kind)
+    hint = did_you_mean(exc.ident, ids)
+    return FieldError(field, exc.message + ("." + hint if hint else ""), "unknown_id", "body", close_matches(exc.ident, ids))
+
+
 def solve(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator, BaseModel, Result]:
     """`compute` with every failure turned into a typed RunError naming the field and what to fix."""
     try:
         return compute(name, body, lookup)
     except ValidationError as exc:
-        errors = field_errors(exc.errors(include_url=False), ("body",))
+        calc = REGISTRY.get(name)
+        errors = field_errors(exc.errors(include_url=False), ("body",), calc.request_model if calc else None)
         raise RunError(422, "validation", "Invalid request",
                        "invalid field(s): " + "; ".join(f"{e.field}: {e.message}" for e in errors), errors) from None
+    except UnknownId as exc:
+        err = unknown_id_error(exc, lookup)
+        raise RunError(422, "validation", "Invalid request", f"{err.field}: {err.message}", [err]) from None
     except CalcInputError as exc:
         field = field_name(exc.loc)
         if exc.status == 422:

@@ -6,21 +6,20 @@ from typing import Iterable
 
 
 def close_matches(word: str, choices: Iterable[str], n: int = 3, cutoff: float = 0.5) -> list[str]:
-    """Up to `n` of `choices` nearest to `word`: prefix/substring matches first (`h100` -> `h100-sxm`),
-    then difflib's ratio above `cutoff`; case-insensitive, order of closeness."""
+    """Up to `n` of `choices` nearest to `word`, case-insensitive: candidates are the ids that start
+    with or contain it and difflib's close spellings; an exact match ranks first, then prefix matches
+    (`h100` -> `h100-sxm`), then the closest spelling (`llama-70b` -> `llama-3.1-70b` before the
+    longer id that merely contains it)."""
     options = list(dict.fromkeys(str(c) for c in choices))
     low = word.strip().lower()
     if not low:
         return []
     lowered = {c.lower(): c for c in options}
-    found: list[str] = []
-    if low in lowered:
-        found.append(lowered[low])
-    found += sorted((c for c in options if c.lower().startswith(low) and c not in found), key=len)
-    found += sorted((c for c in options if low in c.lower() and c not in found), key=len)
-    for m in difflib.get_close_matches(low, list(lowered), n=n, cutoff=cutoff):
-        if lowered[m] not in found:
-            found.append(lowered[m])
+    found = [c for c in options if low in c.lower()]
+    found += [lowered[m] for m in difflib.get_close_matches(low, list(lowered), n=n + 3, cutoff=cutoff)]
+    found = list(dict.fromkeys(found))
+    found.sort(key=lambda c: (c.lower() != low, not c.lower().startswith(low),
+                              -difflib.SequenceMatcher(None, low, c.lower()).ratio(), len(c)))
     return found[:n]
 
 

@@ -164,6 +164,8 @@ def catalog_lookup(cat: Catalog):
             return _measurements(Path(cat.data_dir or DATA_DIR) / "measured").lookup(ident)
         if kind == "gpu_prices":
             return gpu_prices(cat.records.get("price", []), ident)
+        if kind == "ids":
+            return list(index.get(ident, {}))
         return index[kind][ident]
 
     return lookup

@@ -171,11 +171,14 @@ class Store:
     def lookup(self, kind: str, ident: str) -> Any:
         """Calculators' Lookup: KeyError when unknown. Kind "measurement" answers "index", "systems" and
         "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`); kind
-        "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty)."""
+        "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty); kind "ids"
+        lists the ids of the kind named by `ident`."""
         if kind == "measurement":
             return self.measurements.lookup(ident)
         if kind == "gpu_prices":
             return gpu_prices(self.records.get("price", {}).values(), ident)
+        if kind == "ids":            # the ids of one kind, so an unknown id is answered with the closest
+            return list(self.records.get(ident, {}))
         return self.records[kind][ident]
 
     def derivations_of(self, slug: str) -> list[dict]:

@@ -60,6 +60,15 @@ def test_calc_bad_input_is_a_clear_error(built_db):
     assert run("calc", "kv-cache", "--json", "{oops", "--db", str(built_db)).returncode == 2
 
 
+def test_calc_suggests_the_closest_calculator_and_id(built_db):
+    r = run("calc", "kv-cach", "--db", str(built_db))
+    assert r.returncode == 2 and "Did you mean 'kv-cache'" in r.stderr
+    r = run("calc", "kv-cache", "--json", '{"model":"qwen3-8", "tokens": 8}', "--db", str(built_db))
+    assert r.returncode == 1
+    error = json.loads(r.stderr)["errors"][0]
+    assert error["field"] == "model" and error["suggestions"][0] == "qwen3-8b"
+
+
 def test_calc_list_names_every_calculator():
     from calculators.registry import REGISTRY
 

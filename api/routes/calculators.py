@@ -7,6 +7,7 @@ import inspect
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Path, Request
+from pydantic import Field, create_model
 from starlette.responses import Response
 
 from api import schemas as S
@@ -83,11 +84,27 @@ def _endpoint(calc: Calculator):
     return endpoint
 
 
+def envelope_model(calc: Calculator) -> type:
+    """The envelope a calculator answers, with its typed `outputs` when it declares an outputs model (so
+    the OpenAPI document and generated clients know every output), else the generic Envelope."""
+    if calc.outputs_model is None:
+        return S.Envelope
+    stem = calc.outputs_model.__name__.removesuffix("Outputs") or calc.outputs_model.__name__
+    return create_model(f"{stem}Envelope", __base__=S.Envelope, __doc__=f"What {calc.name} answers.",
+                        outputs=(calc.outputs_model, Field(description="The numbers computed, typed.")))
+
+
 for _calc in REGISTRY.values():
     router.add_api_route(
         f"/calculators/{_calc.name}", _endpoint(_calc), methods=["POST"], name=_calc.operation_id,
-        response_model=S.Envelope, summary=_calc.title, description=(_calc.description or _calc.summary) +
+        response_model=envelope_model(_calc), summary=_calc.title, description=(_calc.description or _calc.summary) +
         "\n\nAnswers JSON (the calculator envelope) or, with `Accept: text/markdown`, the explanation as Markdown."
         + (f"\n\nSweepable fields (a list instead of a scalar): {', '.join(_calc.sweepable)}." if _calc.sweepable else ""),
-        responses={200: {"content": MARKDOWN_DOC}, 422: {"description": "Invalid input (problem+json naming the field)"}},
+        responses={200: {"content": MARKDOWN_DOC}},
     )
+
+
+@router.post("/calculators/{name}", include_in_schema=False)
+def unknown_calculator(name: str = Path(max_length=100)):
+    """A POST to a name no calculator has: 404 with the closest names (not 405 from the GET route beside it)."""
+    raise NotFound("calculator", name, "/api/v1/calculators")

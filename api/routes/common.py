@@ -5,21 +5,44 @@ The list parameters themselves (limit, offset, sort, filters) are parsed by the 
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from fastapi import Request
 
 from api.queries import Limit, Offset  # noqa: F401  (kept importable from here)
 from api.responses import FastJSONResponse
+from calculators.suggest import close_matches, did_you_mean
 from knowledge.store import Page as StorePage
 
 
 class NotFound(Exception):
-    """An unknown id: answered as a 404 problem naming the list endpoint (HTML on site pages)."""
+    """An unknown id: answered as a 404 problem naming the list endpoint and the closest ids (HTML on site
+    pages). `choices` are the known ids; without them the error handler takes the store's ids of `kind`."""
 
-    def __init__(self, kind: str, ident: str, list_endpoint: str):
+    def __init__(self, kind: str, ident: str, list_endpoint: str, choices: Iterable[str] | None = None):
         self.kind = kind
         self.ident = ident
         self.list_endpoint = list_endpoint
+        self.choices = list(choices) if choices is not None else None
         super().__init__(f"no {kind} with id {ident!r}; see {list_endpoint}")
+
+    def suggestions(self, store=None) -> list[str]:
+        """The known ids closest to the one asked for."""
+        return close_matches(self.ident, self.known_ids(store))
+
+    def known_ids(self, store=None) -> list[str]:
+        if self.choices is not None:
+            return self.choices
+        if self.kind == "calculator":
+            from calculators.registry import REGISTRY
+            return list(REGISTRY)
+        records = getattr(store, "records", None) or {}
+        return list(records.get(self.kind, {}))
+
+    def message(self, store=None) -> str:
+        """`no hardware with id 'h100'; see /api/v1/hardware. Did you mean 'h100-sxm'?`"""
+        hint = did_you_mean(self.ident, self.known_ids(store))
+        return f"{self}.{hint}" if hint else str(self)
 
 
 def page(request: Request, result: StorePage) -> FastJSONResponse:

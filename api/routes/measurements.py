@@ -261,7 +261,8 @@ def rows_page(store: Store, table: str, query: MeasurementQuery) -> Page:
     """A page of rows of one measured table; NotFound for an unknown table, BadFilter for a filter on
     a column the table lacks."""
     if table not in TABLES or table not in store.measured_columns:
-        raise NotFound("measurement table", table, urls.api_measurements())
+        raise NotFound("measurement table", table, urls.api_measurements(),
+                       choices=[t for t in TABLES if t in store.measured_columns])
     bad = query.unknown_columns(store.measured_columns[table])
     if bad:
         raise BadFilter(table, bad)

@@ -96,6 +96,27 @@ def test_no_write_methods(client):
     for method in ("PUT", "DELETE", "PATCH"):
         r = client.request(method, "/api/v1/models/qwen3-8b")
         assert r.status_code == 405
+        assert r.headers["allow"] == "GET"
+
+
+@pytest.mark.parametrize("calculator, body, field", [
+    ("deployment-plan", {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500,
+                         "ttft_s": 2, "tpot_s": 0.05, "price_per_device_hour_usd": {"h100-sxm": True}},
+     "price_per_device_hour_usd.h100-sxm"),
+    ("kv-cache", {"architecture": {"layer_groups": [{"count": True, "streams": []}]}, "tokens": 8},
+     "architecture.layer_groups[0].count"),
+    ("edge-transfer", {"upload_bytes": [1, 2, False], "uplink_bits_per_s": 1e6, "downlink_bits_per_s": 1e6},
+     "upload_bytes[2]"),
+])
+def test_booleans_anywhere_a_number_goes_are_refused(client, calculator, body, field):
+    body = problem(client.post(f"/api/v1/calculators/{calculator}", json=body), 422)
+    assert any(e["field"] == field and e["type"] == "bool_not_number" for e in body["errors"]), body["errors"]
+
+
+def test_a_misspelt_calculator_under_any_method(client):
+    assert problem(client.post("/api/v1/calculators/kvcache", json={}), 404)["suggestions"][0] == "kv-cache"
+    r = client.put("/api/v1/calculators/kvcache", json={})
+    assert r.status_code == 405 and set(r.headers["allow"].split(", ")) == {"GET", "POST"}
 
 
 def test_the_server_opens_its_store_read_only(app, client):

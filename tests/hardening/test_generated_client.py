@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -54,5 +55,45 @@ def test_generated_client_calls_list_get_and_a_calculator(generated, live_server
     body = models.KVCacheRequest.from_dict({"model": "qwen3-8b", "tokens": 8192})
     env = kv_cache.sync(client=client, body=body)
     assert env.calculator == "kv-cache"
-    assert env.outputs["bytes_per_token"] == 147456
+    assert env.outputs.bytes_per_token == 147456          # typed outputs (KVCacheOutputs), not a dict
     assert env.steps and env.steps[0].formula
+
+
+def test_generated_client_types_errors_as_problems(generated, live_server):
+    """A 422 and a 404 come back parsed as the Problem model (not None), with their field errors and suggestions."""
+    client = importlib.import_module("casebook_client.client").Client(base_url=live_server)
+    models = importlib.import_module("casebook_client.models")
+    kv_cache = importlib.import_module("casebook_client.api.calculators.kv_cache")
+    bad = models.KVCacheRequest.from_dict({"model": "qwen3-8", "tokens": 8})
+    res = kv_cache.sync_detailed(client=client, body=bad)
+    assert res.status_code == 422
+    assert isinstance(res.parsed, models.Problem), res.parsed
+    err = res.parsed.errors[0]
+    assert isinstance(err, models.FieldError) and err.field == "model" and "qwen3-8b" in err.suggestions
+    get_hardware = importlib.import_module("casebook_client.api.facts.get_hardware")
+    res = get_hardware.sync_detailed(client=client, hardware_id="h100")
+    assert res.status_code == 404
+    assert isinstance(res.parsed, models.Problem) and "h100-sxm" in res.parsed.suggestions
+    assert get_hardware.sync(client=client, hardware_id="h100").status == 404   # sync gives the Problem too
+
+
+def test_generated_names_read_as_english(generated):
+    """Choice lists and free-form maps are named schemas, not `KVCacheRequestKvFormatType0`."""
+    models = importlib.import_module("casebook_client.models")
+    names = [n for n in dir(models) if n[:1].isupper()]
+    assert not [n for n in names if re.search(r"Type\d+$", n)], [n for n in names if re.search(r"Type\d+$", n)]
+    assert {"FormatName", "Operation", "Problem", "FieldError", "ModelConfig"} <= set(names)
+    assert models.FormatName("fp8") == models.FormatName.FP8
+    kv = models.KVCacheRequest.from_dict({"model": "qwen3-8b", "tokens": 8, "kv_format": "fp8"})
+    assert kv.kv_format == models.FormatName.FP8
+
+
+def test_generated_client_reads_typed_outputs(generated, live_server):
+    client = importlib.import_module("casebook_client.client").Client(base_url=live_server)
+    models = importlib.import_module("casebook_client.models")
+    edge = importlib.import_module("casebook_client.api.calculators.edge_transfer")
+    from calculators.registry import REGISTRY
+
+    env = edge.sync(client=client, body=models.EdgeTransferRequest.from_dict(REGISTRY["edge-transfer"].example))
+    assert isinstance(env, models.EdgeTransferEnvelope)
+    assert isinstance(env.outputs, models.EdgeTransferOutputs)
