@@ -173,6 +173,15 @@ class Urls:
     def search(self, q: str | None = None, **query: Any) -> str:
         return with_query("/search", {"q": q, **query})
 
+    def downloads(self) -> str:
+        """Every table as CSV and Parquet, and the DuckDB file (its JSON twin: `api_export()`)."""
+        return "/downloads"
+
+    def export_of_page(self, path: str) -> str | None:
+        """The download kind of a record list page (`/hardware` -> `hardware`), None for any other page."""
+        kind = next((k for k, seg in COLLECTIONS.items() if path == f"/{seg}"), None)
+        return COLLECTIONS[kind] if kind and kind != "calculator" else None
+
     def static(self, name: str) -> str:
         return f"/static/{name}"
 
@@ -205,6 +214,18 @@ class Urls:
 
     def api_search(self, q: str | None = None, **query: Any) -> str:
         return with_query(f"{self.api}/search", {"q": q, **query})
+
+    def api_export(self) -> str:
+        """The list of downloads (kinds, rows, columns, URLs, content hash)."""
+        return f"{self.api}/export"
+
+    def api_export_file(self, kind: str, fmt: str) -> str:
+        """One table as a file: `api_export_file("hardware", "csv")` -> `/api/v1/export/hardware.csv`."""
+        return f"{self.api}/export/{_segment(kind)}.{fmt}"
+
+    def api_export_database(self) -> str:
+        """The built DuckDB store itself."""
+        return f"{self.api}/export/casebook.duckdb"
 
     def json_twin(self, path: str, query: Query | None = None) -> str:
         """The JSON URL answering the same question as the site page at `path` (same parameters)."""

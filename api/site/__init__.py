@@ -23,6 +23,7 @@ from starlette.responses import HTMLResponse
 
 from api.routes.common import NotFound
 from api.site import calculators, calibration, cases, facts, home, measurements, pages, search
+from api.site import downloads
 from api.site.render import STATIC, log, render
 from api.urls import urls
 from calculators.registry import REGISTRY  # noqa: F401  (tests and tools patch the registry through here)
@@ -30,18 +31,24 @@ from calculators.registry import REGISTRY  # noqa: F401  (tests and tools patch 
 router = APIRouter(include_in_schema=False)
 for _module in (home, cases, facts, calculators, search, pages, measurements, calibration):
     router.include_router(_module.router)
+router.include_router(downloads.router)  # /downloads
 
 
 def render_not_found(request: Request, exc: NotFound | None) -> HTMLResponse:
     """The HTML 404 page: for an unknown id, a link to its list and the JSON list as twin."""
+    suggestions: list[dict] = []
     if exc is not None:
         detail = f"There is no {exc.kind} with id “{exc.ident}”."
         back, twin = urls.page_of(exc.list_endpoint), exc.list_endpoint
+        found = getattr(exc, "suggestions_found", None) or []
+        page = (lambda i: urls.calculator(i)) if exc.kind == "calculator" else (lambda i: urls.record(exc.kind, i))
+        suggestions = [{"id": i, "url": page(i)} for i in found]
     else:
         detail = f"No page at {request.url.path}."
         back, twin = urls.home(), None
     try:
-        return render(request, "not_found.html.j2", title="Not found", twin=twin, status=404, detail=detail, back=back)
+        return render(request, "not_found.html.j2", title="Not found", twin=twin, status=404, detail=detail, back=back,
+                      suggestions=suggestions)
     except Exception:  # the store may be closed while shutting down; a plain page still answers 404
         log.exception("404 page could not be rendered")
         return HTMLResponse(f"<!doctype html><title>Not found</title><h1>Not found</h1><p>{escape(detail)}</p>",
