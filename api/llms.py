@@ -48,10 +48,17 @@ def llms_txt(counts: dict[str, int]) -> str:
         "α = a/(2(p−1)), B = b·2(p−1)/p), with RMS and max relative residual and the measured file and sha256; ?system, ?table, ?gpus.",
         "",
         "## MCP",
-        "- Streamable HTTP at /mcp. Tools: one per calculator (name with underscores, e.g. kv_cache, parallel_split), "
-        "plus search, get_case, get_model, get_hardware, list_calculators. Read-only.",
+        "- Streamable HTTP at /mcp, stateless; every tool read-only and idempotent. Generic: list_calculators, "
+        "describe_calculator(name), calculate(name, request) reach every calculator. Direct tools for kv_cache, "
+        "parallel_split, lora, routing_cost, edge_transfer, deployment_plan, serving_cost, roofline (structured results "
+        "with an outputSchema). Look-ups: list_models, list_hardware, list_links, list_cases, get_model, get_hardware, "
+        "get_link, get_case, search (English or Chinese: cases, calculators, glossary, facts). Errors list every field "
+        "to fix with did-you-mean suggestions.",
         "",
         "## Documentation",
-        "- [/openapi.json](/openapi.json) (OpenAPI 3.1, operationIds are function names), [/docs](/docs), the HTML site at [/](/).",
+        "- [/openapi.json](/openapi.json) (OpenAPI 3.1, operationIds are function names; errors are a typed Problem), "
+        "[/docs](/docs) and [/redoc](/redoc) (served locally, no CDN), the HTML site at [/](/).",
+        "- [/api/v1/export](/api/v1/export): every table as CSV and Parquet and the DuckDB file, with the content hash; "
+        "the page is [/downloads](/downloads).",
     ]
     return "\n".join(lines) + "\n"

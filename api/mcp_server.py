@@ -1,119 +1,685 @@
-"""MCP server at /mcp (streamable HTTP, stateless): every calculator as a tool, plus look-ups.
+"""MCP server at /mcp (streamable HTTP, stateless), sized for agents with small contexts.
 
-Tools read the same store and run the same `calculate` as the REST API, so a tool result carries
-the same outputs, steps and case links. Nothing here writes anything.
+`tools/list` stays small (about 35 KB; 241 KB when each calculator was a tool with its full request
+schema): three generic tools reach every calculator (`list_calculators`, `describe_calculator(name)` for the full request
+schema and an example, `calculate(name, request)`), the most-used calculators are also direct tools
+with compact schemas (top-level fields, short descriptions), and look-ups list and get models,
+hardware, links and cases with compact rows. Every tool is read-only, idempotent and closed-world.
+
+Calculator tools run the same `calculate` as the REST API and return its envelope both as
+`structuredContent` (with an `outputSchema`) and as text that starts with the envelope's headline.
+A failed call is a tool error listing every field error with its message and a did-you-mean for
+unknown ids, calculator names, field names and enum values, so the text reads as the fix.
 """
 from __future__ import annotations
 
-import inspect
+import re
+from collections.abc import Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
+import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ModelQuery
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from calculators.registry import REGISTRY, Calculator
+from calculators.runner import field_errors
+from calculators.suggest import close_matches
 
 INSTRUCTIONS = (
     "AI Infra Casebook: sourced AI-infrastructure facts and calculators that show their work. "
-    "Call list_calculators to see the calculators; each calculator tool returns outputs, "
-    "explanation steps (formula, numbers substituted, value, unit), assumptions, the sources of "
-    "facts it used and links to the book's cases. Units are SI with the unit in the field name."
+    "list_calculators names every calculator; describe_calculator(name) gives its request schema and an "
+    "example; calculate(name, request) runs any of them (the most-used also have their own tools, e.g. "
+    "kv_cache). Results carry a one-sentence headline, outputs, steps (formula, numbers substituted, value, "
+    "unit), assumptions, sources and links to the book's cases. Ids: list_models, list_hardware, list_links, "
+    "list_cases, search. Units are SI with the unit in the field name."
 )
 
+#: every tool only reads the store and computes: same input, same answer, nothing outside the service
+ANNOTATIONS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                              open_world_hint=False)
+
+#: calculators that are also tools of their own (compact schema); every calculator is reachable by `calculate`
+DIRECT = ("kv-cache", "parallel-split", "lora", "routing-cost", "edge-transfer", "deployment-plan",
+          "serving-cost", "roofline")
+
+#: the list tool an unknown id of each kind points to
+LIST_TOOL = {"model": "list_models", "hardware": "list_hardware", "link": "list_links", "case": "list_cases"}
+
+#: the calculator envelope (DESIGN "Calculator envelope"), the outputSchema of every calculator tool
+ENVELOPE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "calculator": {"type": "string"},
+        "headline": {"type": "string"},
+        "inputs": {"type": "object"},
+        "outputs": {"type": "object"},
+        "steps": {"type": "array", "items": {"type": "object"}},
+        "assumptions": {"type": "array", "items": {"type": "string"}},
+        "cases": {"type": "array", "items": {"type": "object"}},
+        "explanation_url": {"type": "string"},
+    },
+    "required": ["calculator", "headline", "inputs", "outputs", "steps", "assumptions", "cases", "explanation_url"],
+}
 
 
-def _plain(value: Any) -> Any:
-    """Tool arguments as plain JSON values (nested models to dicts, unset fields dropped)."""
-    if isinstance(value, BaseModel):
-        return {k: _plain(v) for k, v in value.model_dump(exclude_unset=True).items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+# --------------------------------------------------------------------------- plumbing
+
+class _RawArguments(ArgModelBase):
+    """Hands the tool the arguments exactly as sent: each tool validates them itself, so an unknown
+    argument is reported (with a did-you-mean) instead of being dropped, and a calculator's request
+    is validated by its own request model, as on REST."""
+
+    model_config = ConfigDict(extra="allow", arbitrary_types_allowed=True)
+
+    def model_dump_one_level(self) -> dict[str, Any]:
+        return {"arguments": dict(self.__pydantic_extra__ or {})}
+
+
+def _json(value: Any) -> bytes:
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def _result(data: dict, lead: str = "") -> CallToolResult:
+    """A tool result: `data` as structured content and as compact JSON text (after `lead`, if any)."""
+    raw = _json(data)
+    text = f"{lead}\n\n{raw.decode()}" if lead else raw.decode()
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=orjson.loads(raw))
+
+
+_ABBREVIATION = re.compile(r"(?:\be\.g|\bi\.e|\bvs|\betc|\bcf|\bapprox|\bno)\.$", re.IGNORECASE)
+
+
+def _first_sentence(text: str, limit: int = 72) -> str:
+    """The first sentence of `text` (a '.' or ';' outside brackets ends it), at most `limit` characters."""
+    text = " ".join((text or "").split())
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch in "([{" and 1 or (-1 if ch in ")]}" else 0)
+        if depth <= 0 and ch in ".;" and (i + 1 == len(text) or text[i + 1] == " ") \
+                and not _ABBREVIATION.search(text, 0, i + 1):
+            text = text[:i]
+            break
+    text = text.rstrip(".;: ")
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+
+
+def _tool(name: str, fn: Callable[[dict], CallToolResult], description: str, parameters: dict, *,
+          title: str | None = None, output_schema: dict | None = None) -> Tool:
+    """One tool taking its arguments raw (see `_RawArguments`), advertising `parameters` as its input schema."""
+    return Tool(fn=fn, name=name, title=title, description=description, parameters=parameters,
+                fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=output_schema),
+                is_async=False, annotations=ANNOTATIONS)
+
+
+# --------------------------------------------------------------------------- compact schemas
+
+def _member_types(prop: dict) -> tuple[list[str], list[Any], bool, dict | None]:
+    """(JSON types, enum values, has object members, simple item schema) of a property and its anyOf members."""
+    types: list[str] = []
+    enum: list[Any] = []
+    objects = False
+    items = None
+    for member in prop.get("anyOf") or prop.get("oneOf") or [prop]:
+        if "$ref" in member or "allOf" in member:
+            objects = True
+            continue
+        if "enum" in member or "const" in member:
+            enum += member.get("enum", [member.get("const")])
+            continue
+        t = member.get("type")
+        for one in (t if isinstance(t, list) else [t]):
+            if one == "object":
+                objects = True
+            elif one and one != "null" and one not in types:
+                types.append(one)
+        if member.get("type") == "array" and isinstance(member.get("items"), dict) \
+                and member["items"].get("type") in ("number", "integer", "string"):
+            items = {"type": member["items"]["type"]}
+    if "integer" in types and "number" in types:
+        types.remove("integer")
+    return types, enum, objects, items
+
+
+#: enums longer than this are listed by describe_calculator, not in a direct tool's schema
+MAX_ENUM = 8
+
+
+def compact_property(prop: dict, sweepable: bool = False, limit: int = 72) -> dict:
+    """One request field in a few dozen bytes: JSON type(s), enum values, a one-line description and a
+    scalar default; nested objects are `object` (their shape is in describe_calculator)."""
+    types, enum, objects, items = _member_types(prop)
+    if objects:
+        types.append("object")
+    out: dict[str, Any] = {}
+    enum = [e for e in enum if e is not None]
+    listed = ""
+    if len(enum) > MAX_ENUM:   # a long list (the formats) is named in the description, kept in describe_calculator
+        listed = " (" + ", ".join(map(str, enum[:6])) + ", …)"
+        types, enum = ([*types, "string"] if "string" not in types else types), []
+    if enum and not types:
+        out["enum"] = enum
+    elif enum:
+        out["anyOf"] = [{"enum": enum}, {"type": types[0] if len(types) == 1 else types}]
+    elif types:
+        out["type"] = types[0] if len(types) == 1 else types
+    if items and "array" in types:
+        out["items"] = items
+    desc = _first_sentence(prop.get("description", ""), limit) + listed
+    if sweepable and "sweep" not in desc.lower():
+        desc = (desc + " " if desc else "") + "(list = sweep)"
+    if desc:
+        out["description"] = desc
+    default = prop.get("default")
+    if isinstance(default, (int, float, bool)) or (isinstance(default, str) and len(default) <= 20):
+        out["default"] = default
+    return out
+
+
+def compact_schema(calc: Calculator) -> dict:
+    """The calculator's request schema, top level only (describe_calculator has the full one)."""
+    full = calc.request_model.model_json_schema()
+    sweep = {s for s in calc.sweepable if "." not in s}
+    props = {name: compact_property(p, name in sweep) for name, p in full.get("properties", {}).items()}
+    out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    if full.get("required"):
+        out["required"] = full["required"]
+    return out
+
+
+def _args_schema(model: type[BaseModel]) -> dict:
+    """A look-up tool's input schema: its pydantic model's, with one-line descriptions."""
+    full = model.model_json_schema()
+    props = {}
+    for name, p in full.get("properties", {}).items():
+        c = compact_property(p, limit=200)
+        for key in ("minimum", "maximum", "minLength", "maxLength"):
+            if key in p:
+                c[key] = p[key]
+        props[name] = c
+    out = {"type": "object", "properties": props, "additionalProperties": False}
+    if full.get("required"):
+        out["required"] = full["required"]
+    return out
+
+
+# --------------------------------------------------------------------------- errors that say the fix
+
+_UNKNOWN_ID = re.compile(r"unknown (\w+) id (['\"])(.*?)\2")
+_SEE_ENDPOINT = re.compile(r"[;,]? ?\(?see /api/v1/(\w+)\)?", re.IGNORECASE)
+_QUOTED = re.compile(r"'([^']*)'")
+_UNION_TAG = re.compile(r"\.[A-Z]\w*$")
+
+
+def _suggest(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
+    """The shared did-you-mean ranking (`calculators.suggest.close_matches`), so MCP and REST agree."""
+    return close_matches(word, choices, n)
+
+
+def _phrase(suggestions: list[str]) -> str:
+    """' Did you mean 'a', 'b' or 'c'?' (with a leading space), or ''."""
+    if not suggestions:
+        return ""
+    quoted = [repr(s) for s in suggestions[:3]]
+    return " Did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+def _at(body: Any, path: str) -> Any:
+    """The value at `a.b[0].c` in a request body (None if absent)."""
+    cur = body
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path):
+        if part.startswith("[") and isinstance(cur, list):
+            i = int(part[1:-1])
+            cur = cur[i] if i < len(cur) else None
+        elif isinstance(cur, dict):
+            cur = cur.get(part)
+        else:
+            return None
+    return cur
+
+
+def _fields_at(model: type[BaseModel] | None, path: str) -> list[str]:
+    """Field names accepted beside `path` (its parent model's fields), for unknown-field suggestions."""
+    if model is None:
+        return []
+    schema = model.model_json_schema(by_alias=True)
+    defs = schema.get("$defs", {})
+    node = schema
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", path)[:-1]:
+        if part.startswith("["):
+            node = node.get("items", {}) if isinstance(node, dict) else {}
+        else:
+            node = node.get("properties", {}).get(part, {})
+        for _ in range(4):   # follow $ref / the object member of an anyOf
+            if "$ref" in node:
+                node = defs.get(node["$ref"].rsplit("/", 1)[-1], {})
+            elif "anyOf" in node:
+                node = next((m for m in node["anyOf"] if "$ref" in m or m.get("type") in ("object", "array")), {})
+            else:
+                break
+    return list(node.get("properties", {}))
+
+
+class _Ids:
+    """Did-you-mean over the store's ids."""
+
+    def __init__(self, store_of: Callable[[], Any]):
+        self.store_of = store_of
+
+    def ids(self, kind: str) -> list[str]:
+        store = self.store_of()
+        return list(store.records.get(kind, {})) if store is not None else []
+
+    def unknown(self, kind: str, ident: str) -> str:
+        tool = LIST_TOOL.get(kind)
+        hint = _phrase(_suggest(ident, self.ids(kind)))
+        see = f" ({tool} lists them)" if tool else ""
+        return f"unknown {kind} id {ident!r}.{hint}{see}" if hint else f"unknown {kind} id {ident!r}{see}."
+
+
+def _fix_text(err: dict, body: Any, model: type[BaseModel] | None, ids: _Ids) -> str:
+    """One field error as `field: message. Did you mean …?`, using the error's own suggestions when it
+    has them, else a did-you-mean for an unknown id, field name or enum value."""
+    field, message = err.get("field", "body"), str(err.get("message", "invalid"))
+    suggestions = list(err.get("suggestions") or [])
+    known = _UNKNOWN_ID.search(message)
+    if known:
+        kind, ident = known.group(1), known.group(3)
+        message = _SEE_ENDPOINT.sub("", message).rstrip(" ;.")
+        if not suggestions:
+            suggestions = _suggest(ident, ids.ids(kind))
+        tool = LIST_TOOL.get(kind)
+        tail = f" ({tool} lists them)" if tool else ""
+    else:
+        tail = ""
+        message = _SEE_ENDPOINT.sub(lambda m: f"; see {LIST_TOOL.get(m.group(1).rstrip('s'), m.group(0))}", message)
+        if not suggestions and err.get("type") == "extra_forbidden":
+            leaf = re.split(r"[.\[]", field)[-1]
+            message = "unknown field"
+            suggestions = _suggest(leaf, _fields_at(model, field))
+        elif not suggestions and err.get("type") in ("literal_error", "enum"):
+            value = _at(body, field)
+            allowed = _QUOTED.findall(message)
+            if isinstance(value, str) and allowed:
+                suggestions = _suggest(value, allowed)
+    text = f"{field}: {message}"
+    if suggestions and "did you mean" not in message.lower():   # the runner may already have said it
+        text = text.rstrip(".") + "." + _phrase(suggestions)
+    return text + tail
+
+
+def _problem_text(what: str, problem: dict, body: Any, model: type[BaseModel] | None, ids: _Ids) -> str:
+    """A CalculationFailed problem body as a tool error: its title, then every field error as a fix."""
+    errors = [e for e in problem.get("errors") or [] if isinstance(e, dict)]
+    fields = {e.get("field") for e in errors}
+    # a scalar-or-object field fails once per union member: the object member's echo adds nothing
+    errors = [e for e in errors if not (_UNION_TAG.search(str(e.get("field", "")))
+                                        and _UNION_TAG.sub("", str(e["field"])) in fields)]
+    head = f"{problem.get('title', 'Error')} ({what})"
+    if not errors:
+        return f"{head}: {problem.get('detail', '')}"
+    lines = [_fix_text(e, body, model, ids) for e in errors]
+    if len(lines) == 1:
+        return f"{head}: {lines[0]}"
+    return f"{head}, {len(lines)} fields to fix:\n" + "\n".join(f"- {line}" for line in lines)
+
+
+def _validate(model: type[BaseModel], arguments: dict, tool: str, ids: _Ids) -> BaseModel:
+    """A look-up tool's arguments, or a ToolError naming every bad argument and its fix."""
+    try:
+        return model.model_validate(arguments)
+    except ValidationError as exc:
+        errors = [e.as_dict() for e in field_errors(exc.errors(include_url=False), ("body",))]
+        raise ToolError(_problem_text(tool, {"title": "Invalid arguments", "errors": errors},
+                                      arguments, model, ids)) from None
+
+
+def _parse_json_object(value: Any) -> Any:
+    """An object or list (a sweep) that some clients send as a JSON string."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        try:
+            return orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return value
     return value
 
 
-def _calculator_tool(server: MCPServer, app, calc: Calculator) -> None:
-    model = calc.request_model
-    # The SDK builds its own argument model from the signature; arguments are validated by the
-    # calculator's request model inside `calculate`, so each parameter is typed loosely here and
-    # the advertised input schema is replaced by the request model's own (below).
-    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=Any,
-                                default=inspect.Parameter.empty if field.is_required() else None)
-              for name, field in model.model_fields.items()]
+# --------------------------------------------------------------------------- compact rows
 
-    def run(**kwargs: Any) -> dict:
-        body = {k: _plain(v) for k, v in kwargs.items() if v is not None}
+def _v(rec: dict, key: str) -> Any:
+    """A stored fact's value (facts are {value, source, locator}; plain fields are returned as they are)."""
+    x = rec.get(key)
+    return x.get("value") if isinstance(x, dict) else x
+
+
+def _bf16_dense(rec: dict) -> Any:
+    for prec in ("BF16", "FP16"):
+        for p in rec.get("peaks") or []:
+            if p.get("input_precision") == prec and p.get("sparsity", "dense") == "dense":
+                return _v(p, "flop_per_s")
+    return None
+
+
+def model_row(rec: dict) -> dict:
+    row = {k: rec.get(k) for k in ("id", "name", "family", "kind", "attention")}
+    row |= {k: _v(rec, k) for k in ("layers", "params_total", "params_active", "context_length")}
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def hardware_row(rec: dict) -> dict:
+    row = {k: rec.get(k) for k in ("id", "name", "vendor", "architecture", "scope", "devices_in_scope")}
+    row |= {k: _v(rec, k) for k in ("memory_bytes", "memory_bandwidth_bytes_per_s", "power_w")}
+    row["bf16_dense_flop_per_s"] = _bf16_dense(rec)
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def link_row(rec: dict) -> dict:
+    row = {k: rec.get(k) for k in ("id", "name", "kind", "generation")}
+    row |= {k: _v(rec, k) for k in ("one_way_bytes_per_s", "latency_s")}
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def case_row(rec: dict) -> dict:
+    return {"slug": rec["slug"], "title_en": rec.get("title_en"), "title_zh": rec.get("title_zh"),
+            "chapters": rec.get("cited_chapters")}
+
+
+# --------------------------------------------------------------------------- look-up argument models
+
+Text = Annotated[str | None, Field(max_length=200)]
+Limit = Annotated[int, Field(ge=1, le=100, description="Rows to return.")]
+Offset = Annotated[int, Field(ge=0, le=100_000, description="Rows to skip.")]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListCalculatorsArgs(_Args):
+    family: Text = Field(None, description="Only this family (e.g. kv_sizing, rl).")
+    q: Text = Field(None, description="Substring of the name, title or summary.")
+
+
+class NameArgs(_Args):
+    name: str = Field(min_length=1, max_length=100, description="Calculator name, e.g. kv-cache (or kv_cache).")
+
+
+class ListModelsArgs(_Args):
+    q: Text = Field(None, description="Substring of the name.")
+    family: Text = Field(None, description="e.g. qwen, deepseek, llama")
+    kind: Text = Field(None, description="dense or moe")
+    attention: Text = Field(None, description="e.g. gqa, mla")
+    limit: Limit = 20
+    offset: Offset = 0
+
+
+class ListHardwareArgs(_Args):
+    q: Text = Field(None, description="Substring of the name.")
+    vendor: Text = Field(None, description="e.g. NVIDIA, AMD, Google, Huawei, Apple")
+    architecture: Text = Field(None, description="e.g. Hopper, Blackwell")
+    scope: Text = Field(None, description="device, node, rack or pod")
+    limit: Limit = 20
+    offset: Offset = 0
+
+
+class ListLinksArgs(_Args):
+    kind: Text = Field(None, description="nvlink, pcie, infiniband, ethernet, other")
+    limit: Limit = 50
+    offset: Offset = 0
+
+
+class ListCasesArgs(_Args):
+    q: Text = Field(None, description="Substring of the English title.")
+    chapter: Annotated[int | None, Field(ge=1, le=99, description="Cited by this chapter of the book.")] = None
+    limit: Limit = 30
+    offset: Offset = 0
+
+
+class SearchArgs(_Args):
+    q: str = Field(min_length=1, max_length=500, description="Words or Chinese text.")
+    kind: list[Kind] | None = Field(None, description="Only these kinds: " + ", ".join(k.value for k in Kind) + ".")
+    limit: Limit = 10
+
+
+def _id_args(field: str, example: str) -> type[_Args]:
+    return type(f"Get_{field}", (_Args,), {
+        "__annotations__": {field: str},
+        field: Field(min_length=1, max_length=200, description=f"e.g. {example}")})
+
+
+# --------------------------------------------------------------------------- the server
+
+class _Tools:
+    """The tools of one app: they read `app.state.store` (and its search index) at call time."""
+
+    def __init__(self, app):
+        self.app = app
+        self.ids = _Ids(lambda: getattr(app.state, "store", None))
+        self.by_tool = {c.operation_id: c for c in REGISTRY.values()}
+
+    @property
+    def store(self):
+        return self.app.state.store
+
+    # ---- calculators
+    def calculator(self, name: str) -> Calculator:
+        calc = REGISTRY.get(name) or self.by_tool.get(name) or REGISTRY.get(name.strip().lower().replace("_", "-"))
+        if calc is None:
+            hint = _phrase(_suggest(name, list(REGISTRY)))
+            raise ToolError(f"unknown calculator {name!r}.{hint} list_calculators names them all." if hint else
+                            f"unknown calculator {name!r}; list_calculators names them all.")
+        return calc
+
+    def run(self, calc: Calculator, body: Any) -> CallToolResult:
+        if not isinstance(body, dict):
+            raise ToolError(f"Invalid request ({calc.name}): the request must be a JSON object of the fields "
+                            f"describe_calculator({calc.name!r}) lists, e.g. {_json(calc.example).decode()}")
         try:
-            return calculate(calc.name, body, app.state.store)
+            env = calculate(calc.name, body, self.store)
         except CalculationFailed as exc:
-            raise ToolError(f"{exc.body.get('title')}: {exc.body.get('detail')}") from None
+            raise ToolError(_problem_text(calc.name, exc.body, body, calc.request_model, self.ids)) from None
+        return _result(env, env.get("headline") or f"{calc.title}: see outputs.")
 
-    run.__signature__ = inspect.Signature(params, return_annotation=dict)
-    run.__name__ = calc.operation_id
-    server.add_tool(run, name=calc.operation_id, title=calc.title,
-                    description=f"{calc.summary}\n\n{calc.description}".strip())
-    tool = server._tool_manager.get_tool(calc.operation_id)
-    if tool is not None:  # advertise exactly the REST request model's schema
-        tool.parameters = model.model_json_schema()
+    def direct(self, calc: Calculator) -> Callable[[dict], CallToolResult]:
+        def run(arguments: dict) -> CallToolResult:
+            body = {k: _parse_json_object(v) for k, v in arguments.items()}
+            if set(body) == {"request"} and isinstance(body["request"], dict):   # calculate's shape, sent here
+                body = body["request"]
+            return self.run(calc, body)
+        return run
+
+    def calculate(self, arguments: dict) -> CallToolResult:
+        if not isinstance(arguments.get("name"), str):
+            raise ToolError("Invalid arguments (calculate): name: required, a calculator name such as "
+                            "'kv-cache'; list_calculators names them all.")
+        calc = self.calculator(arguments["name"])
+        rest = {k: v for k, v in arguments.items() if k != "name"}
+        if "request" in rest:
+            extra = sorted(set(rest) - {"request"})
+            if extra:
+                raise ToolError(f"Invalid arguments (calculate): unknown argument(s) {', '.join(extra)}; put the "
+                                f"calculator's fields inside `request`.")
+            body = _parse_json_object(rest["request"])
+        else:   # the fields given beside `name`: accepted as the request
+            body = rest
+        return self.run(calc, body)
+
+    def list_calculators(self, arguments: dict) -> CallToolResult:
+        args = _validate(ListCalculatorsArgs, arguments, "list_calculators", self.ids)
+        rows = []
+        for c in REGISTRY.values():
+            families = (c.family, *c.families)
+            if args.family and args.family.lower() not in families:
+                continue
+            if args.q and args.q.lower() not in f"{c.name} {c.title} {c.summary}".lower():
+                continue
+            row = {"name": c.name, "family": c.family, "summary": _first_sentence(c.summary, 120)}
+            if c.name in DIRECT:
+                row["tool"] = c.operation_id
+            rows.append(row)
+        out: dict[str, Any] = {"total": len(rows), "calculators": rows,
+                               "next": "describe_calculator(name) for the request schema and an example; "
+                                       "calculate(name, request) to run one."}
+        if not rows and args.family:
+            known = sorted({f for c in REGISTRY.values() for f in (c.family, *c.families)})
+            out["hint"] = f"no family {args.family!r}.{_phrase(_suggest(args.family, known))}"
+        return _result(out)
+
+    def describe_calculator(self, arguments: dict) -> CallToolResult:
+        args = _validate(NameArgs, arguments, "describe_calculator", self.ids)
+        c = self.calculator(args.name)
+        out: dict[str, Any] = {
+            "name": c.name, "title": c.title, "family": c.family, "summary": c.summary, "method": c.description,
+            "tool": c.operation_id if c.name in DIRECT else None,
+            "call": f"calculate(name={c.name!r}, request=<object>)",
+            "sweepable": list(c.sweepable), "example": c.example, "more_examples": list(c.extra_examples[:2]),
+            "request_schema": c.request_model.model_json_schema(),
+            "cases": case_refs(self.store, c.cases),
+        }
+        if c.outputs_model is not None:
+            out["outputs"] = {n: f.description or "" for n, f in c.outputs_model.model_fields.items()}
+        try:   # the example's answer: output keys (units in their names), magnitudes and the method's steps
+            env = calculate(c.name, c.example, self.store)
+            out["example_headline"] = env.get("headline", "")
+            out["example_outputs"] = {k: (v[:3] + ["…"] if isinstance(v, list) and len(v) > 3 else v)
+                                      for k, v in env["outputs"].items()}
+            out["example_steps"] = [{k: st.get(k) for k in ("label", "formula", "unit")} for st in env["steps"]]
+        except CalculationFailed:
+            pass
+        return _result({k: v for k, v in out.items() if v is not None})
+
+    # ---- look-ups
+    def _page(self, kind: str, query: BaseModel, row: Callable[[dict], dict], filters: dict) -> CallToolResult:
+        page = query.run(self.store)
+        out: dict[str, Any] = {"total": page.total, "offset": page.offset, "items": [row(r) for r in page.items]}
+        if page.offset + len(page.items) < page.total:
+            out["next_offset"] = page.offset + len(page.items)
+        if not page.total:   # an exact filter that matches nothing: the values it could have been
+            hints = []
+            for field, value in filters.items():
+                if not value:
+                    continue
+                values = sorted({str(r[field]) for r in self.store.all(kind) if r.get(field)})
+                if value.lower() not in {v.lower() for v in values}:
+                    near = _phrase(_suggest(value, values))
+                    hints.append(f"no {kind} with {field} {value!r}.{near}" if near else
+                                 f"no {kind} with {field} {value!r}; known: {', '.join(values[:20])}.")
+            if hints:
+                out["hint"] = " ".join(hints)
+        return _result(out)
+
+    def list_models(self, arguments: dict) -> CallToolResult:
+        a = _validate(ListModelsArgs, arguments, "list_models", self.ids)
+        q = ModelQuery(q=a.q, family=a.family, kind=a.kind, attention=a.attention, limit=a.limit, offset=a.offset)
+        return self._page("model", q, model_row, {"family": a.family, "kind": a.kind, "attention": a.attention})
+
+    def list_hardware(self, arguments: dict) -> CallToolResult:
+        a = _validate(ListHardwareArgs, arguments, "list_hardware", self.ids)
+        q = HardwareQuery(q=a.q, vendor=a.vendor, architecture=a.architecture, scope=a.scope, limit=a.limit,
+                          offset=a.offset)
+        return self._page("hardware", q, hardware_row,
+                          {"vendor": a.vendor, "architecture": a.architecture, "scope": a.scope})
+
+    def list_links(self, arguments: dict) -> CallToolResult:
+        a = _validate(ListLinksArgs, arguments, "list_links", self.ids)
+        return self._page("link", LinkQuery(kind=a.kind, limit=a.limit, offset=a.offset), link_row, {"kind": a.kind})
+
+    def list_cases(self, arguments: dict) -> CallToolResult:
+        a = _validate(ListCasesArgs, arguments, "list_cases", self.ids)
+        return self._page("case", CaseQuery(q=a.q, chapter=a.chapter, limit=a.limit, offset=a.offset), case_row, {})
+
+    def search(self, arguments: dict) -> CallToolResult:
+        a = _validate(SearchArgs, arguments, "search", self.ids)
+        kinds = {k.value for k in a.kind} if a.kind else None
+        hits, total = self.app.state.search_index.search(a.q, kinds, a.limit, 0)
+        return _result({"query": a.q, "total": total,
+                        "items": [{"kind": d.kind, "id": d.id, "title": d.title, "url": d.url, "api_url": d.api_url,
+                                   "snippet": d.snippet, "score": round(s, 4)} for d, s in hits]})
+
+    def getter(self, kind: str, field: str, example: str) -> tuple[type[_Args], Callable[[dict], CallToolResult]]:
+        model = _id_args(field, example)
+
+        def get(arguments: dict) -> CallToolResult:
+            a = _validate(model, arguments, f"get_{kind}", self.ids)
+            ident = getattr(a, field)
+            rec = self.store.get(kind, ident)
+            if rec is None:
+                raise ToolError(f"{field}: {self.ids.unknown(kind, ident)}")
+            if kind == "case":
+                rec = {**rec, "derivations": self.store.derivations_of(ident)}
+            return _result(rec)
+        return model, get
+
+
+#: the get_<kind> tools: kind, argument, an example id, description
+GETTERS = (
+    ("case", "slug", "multi-lora-serving",
+     "One case study: summary, chapters, source and its worked examples with calculator requests."),
+    ("model", "model_id", "qwen3-8b",
+     "One model architecture: every number with source and locator, and its attention layer groups."),
+    ("hardware", "hardware_id", "h100-sxm",
+     "One accelerator or system: memory, bandwidth, power, per-precision peaks, each sourced."),
+    ("link", "link_id", "nvlink4", "One interconnect: one-way bandwidth, latency, direction convention, sources."),
+)
+
+
+def build_tools(app) -> list[Tool]:
+    t = _Tools(app)
+    tools = [
+        _tool("list_calculators", t.list_calculators, "Every calculator: name, family, one-line summary (and its own "
+              "tool, if it has one). Filter by family or a word.", _args_schema(ListCalculatorsArgs)),
+        _tool("describe_calculator", t.describe_calculator, "One calculator in full: request JSON schema, a valid "
+              "example, sweepable fields, method, the outputs of the example and the book's cases.",
+              _args_schema(NameArgs)),
+        _tool("calculate", t.calculate, "Run any calculator: name (see list_calculators) and request (an object of "
+              "its fields, see describe_calculator). Returns headline, outputs, steps, assumptions, sources, cases.",
+              {"type": "object", "properties": {
+                  "name": {"type": "string", "description": "e.g. kv-cache"},
+                  "request": {"type": "object", "description": "The calculator's fields, e.g. "
+                                                                "{\"model\":\"qwen3-8b\",\"tokens\":8192}"}},
+               "required": ["name", "request"], "additionalProperties": False},
+              output_schema=ENVELOPE_SCHEMA),
+    ]
+    for name in DIRECT:
+        c = REGISTRY.get(name)
+        if c is None:
+            continue
+        sweep = ", ".join(s for s in c.sweepable if "." not in s)
+        example = min([c.example, *c.extra_examples], key=lambda e: len(_json(e)))   # the shortest shows the shape
+        desc = _first_sentence(c.summary, 400) + "." + (f" Sweepable: {sweep}." if sweep else "") + \
+            f" Example: {_json(example).decode()}. Full schema: describe_calculator('{c.name}')."
+        tools.append(_tool(c.operation_id, t.direct(c), desc, compact_schema(c), title=c.title,
+                           output_schema=ENVELOPE_SCHEMA))
+    tools += [
+        _tool("list_models", t.list_models, "Model architectures (id, name, family, kind, attention, layers, "
+              "params, context); filter by name, family, kind, attention.", _args_schema(ListModelsArgs)),
+        _tool("list_hardware", t.list_hardware, "Accelerators and systems (id, name, vendor, scope, memory, "
+              "bandwidth, power, BF16 dense FLOP/s); filter by name, vendor, architecture, scope.",
+              _args_schema(ListHardwareArgs)),
+        _tool("list_links", t.list_links, "Interconnects (id, name, kind, one-way bytes/s, latency).",
+              _args_schema(ListLinksArgs)),
+        _tool("list_cases", t.list_cases, "The book's case studies (slug, titles, chapters); filter by title or "
+              "chapter.", _args_schema(ListCasesArgs)),
+        _tool("search", t.search, "Search cases, models, hardware, links, frameworks, worked examples, glossary "
+              "and claims (English or Chinese): ranked hits with URLs.", _args_schema(SearchArgs)),
+    ]
+    for kind, field, example, desc in GETTERS:
+        model, fn = t.getter(kind, field, example)
+        tools.append(_tool(f"get_{kind}", fn, desc, _args_schema(model)))
+    return tools
 
 
 def build_server(app) -> MCPServer:
-    server = MCPServer(name="ai-infra-casebook", title="AI Infra Casebook", version=VERSION,
-                       instructions=INSTRUCTIONS, log_level="WARNING")
-    for calc in REGISTRY.values():
-        _calculator_tool(server, app, calc)
-
-    def store():
-        return app.state.store
-
-    def record(kind: str, ident: str, list_endpoint: str) -> dict:
-        rec = store().get(kind, ident)
-        if rec is None:
-            raise ToolError(f"unknown {kind} {ident!r}; see {list_endpoint}")
-        return rec
-
-    @server.tool(description="List the calculators: name, tool name, summary, sweepable fields and an example request.")
-    def list_calculators() -> dict:
-        return {"calculators": [{"name": c.name, "tool": c.operation_id, "title": c.title, "summary": c.summary,
-                                 "sweepable": list(c.sweepable), "example": c.example,
-                                 "cases": case_refs(store(), c.cases)} for c in REGISTRY.values()]}
-
-    @server.tool(description="Search cases, models, hardware, frameworks, worked examples, glossary and claims "
-                             "(English or Chinese). Returns ranked hits with their API and page URLs.")
-    def search(q: Annotated[str, Field(min_length=1, max_length=500)],
-               limit: Annotated[int, Field(ge=1, le=100)] = 10) -> dict:
-        hits, total = app.state.search_index.search(q, None, limit, 0)
-        return {"query": q, "total": total,
-                "items": [{"kind": d.kind, "id": d.id, "title": d.title, "url": d.url, "api_url": d.api_url,
-                           "snippet": d.snippet, "score": round(s, 4)} for d, s in hits]}
-
-    @server.tool(description="One case study of the book by slug (e.g. multi-lora-serving): summary, chapters, "
-                             "source file and every stored worked example with its calculator request.")
-    def get_case(slug: Annotated[str, Field(min_length=1, max_length=200)]) -> dict:
-        case = store().get("case", slug)
-        if case is None:
-            raise ToolError(f"unknown case {slug!r}; search or list /api/v1/cases")
-        out = dict(case)
-        out["derivations"] = store().derivations_of(slug)
-        return out
-
-    @server.tool(description="One model architecture by id (e.g. qwen3-8b, deepseek-v3): every number with its "
-                             "source and locator, and its attention layer groups.")
-    def get_model(model_id: Annotated[str, Field(min_length=1, max_length=200)]) -> dict:
-        return record("model", model_id, "/api/v1/models")
-
-    @server.tool(description="One accelerator or system by id (e.g. h100-sxm, b200-sxm, mi300x): memory, bandwidth, "
-                             "power and per-precision peaks, each with source and locator.")
-    def get_hardware(hardware_id: Annotated[str, Field(min_length=1, max_length=200)]) -> dict:
-        return record("hardware", hardware_id, "/api/v1/hardware")
-
-    return server
+    return MCPServer(name="ai-infra-casebook", title="AI Infra Casebook", version=VERSION,
+                     instructions=INSTRUCTIONS, log_level="WARNING", tools=build_tools(app))
 
 
 def mount(app) -> None:

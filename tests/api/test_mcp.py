@@ -1,14 +1,24 @@
-"""A real MCP client lists and calls the tools over streamable HTTP against uvicorn."""
+"""A real MCP client lists and calls the tools over streamable HTTP against uvicorn.
+
+The tool list is sized for small contexts (generic calculator tools, a few direct ones with compact
+schemas, look-ups with compact rows); every calculator stays reachable through `calculate`.
+"""
 from __future__ import annotations
 
 import json
 
 import anyio
+import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from api.mcp_server import DIRECT
 from calculators.registry import REGISTRY
+
+#: the whole tools/list result in bytes of JSON: the budget of issue 13 (about 35 KB today; 241 KB when
+#: each calculator was a tool with its full request schema)
+TOOLS_LIST_BUDGET = 40_000
 
 
 async def _session_do(url, fn):
@@ -16,6 +26,9 @@ async def _session_do(url, fn):
         read, write = streams[0], streams[1]
         async with ClientSession(read, write) as session:
             await session.initialize()
+            # The client validates structured content against the listed outputSchema only for tools
+            # it has listed, so list first: every result below is checked against its schema.
+            await session.list_tools()
             return await fn(session)
 
 
@@ -30,45 +43,204 @@ def payload(result):
     return json.loads(result.content[0].text)
 
 
-def test_tools_cover_every_calculator_and_lookups(live_server):
-    tools = run(live_server, lambda s: s.list_tools())
-    names = {t.name for t in tools.tools}
-    assert {c.operation_id for c in REGISTRY.values()} <= names
-    assert {"search", "get_case", "get_model", "get_hardware", "list_calculators"} <= names
-    kv = next(t for t in tools.tools if t.name == "kv_cache")
-    assert kv.input_schema == REGISTRY["kv-cache"].request_model.model_json_schema()
+def error_text(result) -> str:
+    assert result.is_error, result
+    return result.content[0].text
 
 
-def test_calculator_tool_matches_rest(live_server):
-    import httpx
+def _rpc(url: str, method: str, params: dict | None = None) -> httpx.Response:
+    """One raw JSON-RPC request to the stateless endpoint (initialize first, as a client would)."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    init = httpx.post(url + "/mcp", headers=headers, json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    version = init.json()["result"]["protocolVersion"]
+    body = {"jsonrpc": "2.0", "id": 2, "method": method} | ({"params": params} if params else {})
+    return httpx.post(url + "/mcp", headers={**headers, "mcp-protocol-version": version}, json=body)
 
+
+@pytest.fixture(scope="module")
+def tools(live_server):
+    return {t.name: t for t in run(live_server, lambda s: s.list_tools()).tools}
+
+
+# --------------------------------------------------------------------------- the list
+
+def test_tools_list_fits_a_small_context(live_server):
+    response = _rpc(live_server, "tools/list")
+    result = response.json()["result"]
+    size = len(json.dumps(result, separators=(",", ":"), ensure_ascii=False).encode())
+    assert size <= TOOLS_LIST_BUDGET, f"tools/list is {size} bytes"
+    assert len(response.content) <= TOOLS_LIST_BUDGET + 200
+
+
+def test_generic_direct_and_lookup_tools_are_listed(tools):
+    assert {"list_calculators", "describe_calculator", "calculate", "search", "list_models", "list_hardware",
+            "list_links", "list_cases", "get_case", "get_model", "get_hardware", "get_link"} <= set(tools)
+    assert {REGISTRY[n].operation_id for n in DIRECT} <= set(tools)
+    kv = tools["kv_cache"].input_schema
+    assert {"model", "tokens", "kv_format", "requests"} <= set(kv["properties"])
+    assert kv["additionalProperties"] is False
+    assert "sweep" in kv["properties"]["tokens"]["description"]
+
+
+def test_every_tool_is_annotated_read_only(tools):
+    for tool in tools.values():
+        a = tool.annotations
+        assert a is not None, tool.name
+        assert (a.read_only_hint, a.idempotent_hint, a.open_world_hint, a.destructive_hint) == (True, True, False, False), \
+            tool.name
+
+
+def test_calculator_tools_declare_the_envelope(tools):
+    for name in ["calculate", *(REGISTRY[n].operation_id for n in DIRECT)]:
+        schema = tools[name].output_schema
+        assert schema is not None, name
+        assert set(schema["required"]) == {"calculator", "headline", "inputs", "outputs", "steps", "assumptions",
+                                           "cases", "explanation_url"}
+
+
+# --------------------------------------------------------------------------- calculators
+
+def test_direct_tool_matches_rest_and_leads_with_the_headline(live_server):
     body = {"model": "qwen3-8b", "tokens": 8192}
     result = run(live_server, lambda s: s.call_tool("kv_cache", body))
     assert not result.is_error
-    env = payload(result)
+    env = result.structured_content
     rest = httpx.post(live_server + "/api/v1/calculators/kv-cache", json=body).json()
     assert env["outputs"] == rest["outputs"]
     assert env["steps"] == rest["steps"] and env["cases"] == rest["cases"]
+    text = result.content[0].text
+    if env["headline"]:
+        assert text.startswith(env["headline"])
+    assert json.loads(text.split("\n\n", 1)[1]) == env
 
 
-def test_lookup_tools(live_server):
+def test_calculate_by_name_matches_the_direct_tool(live_server):
+    body = {"model": "qwen3-8b", "tokens": [1024, 8192]}
+
+    async def calls(s):
+        return (await s.call_tool("calculate", {"name": "kv-cache", "request": body}),
+                await s.call_tool("calculate", {"name": "kv_cache", "request": json.dumps(body)}),
+                await s.call_tool("kv_cache", body),
+                await s.call_tool("kv_cache", {"request": body}))
+    by_name, by_tool_name_and_json_text, direct, direct_wrapped = run(live_server, calls)
+    assert direct_wrapped.structured_content["outputs"] == direct.structured_content["outputs"]
+    assert not by_name.is_error and not by_tool_name_and_json_text.is_error
+    assert by_name.structured_content["outputs"] == direct.structured_content["outputs"]
+    assert by_tool_name_and_json_text.structured_content["outputs"] == direct.structured_content["outputs"]
+
+
+def test_describe_and_list_calculators(live_server):
+    async def calls(s):
+        return (await s.call_tool("describe_calculator", {"name": "routing-cost"}),
+                await s.call_tool("list_calculators", {}),
+                await s.call_tool("list_calculators", {"family": "rl"}))
+    described, listed, rl = run(live_server, calls)
+    d = payload(described)
+    calc = REGISTRY["routing-cost"]
+    assert d["request_schema"] == calc.request_model.model_json_schema()
+    assert d["example"] == calc.example and d["sweepable"] == list(calc.sweepable)
+    assert d["example_outputs"] and d["example_steps"] and d["tool"] == "routing_cost"
+    rows = payload(listed)["calculators"]
+    assert [r["name"] for r in rows] == list(REGISTRY)
+    assert all(set(r) <= {"name", "family", "summary", "tool"} and len(r["summary"]) <= 120 for r in rows)
+    assert len(described.content[0].text) < 60_000 and len(listed.content[0].text) < 10_000
+    assert {r["name"] for r in payload(rl)["calculators"]} == {c.name for c in REGISTRY.values()
+                                                               if "rl" in (c.family, *c.families)}
+
+
+@pytest.fixture(scope="module")
+def every_example(live_server):
+    """Each registered calculator's own example through `calculate`, in one session."""
+    async def calls(s):
+        return {name: await s.call_tool("calculate", {"name": name, "request": calc.example})
+                for name, calc in REGISTRY.items()}
+    return run(live_server, calls)
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_every_calculator_is_reachable_through_calculate(every_example, name):
+    result = every_example[name]
+    assert not result.is_error, result.content[0].text[:2000]
+    env = result.structured_content
+    assert env["calculator"] == name and env["outputs"]
+    assert result.content[0].text.startswith(env["headline"] or REGISTRY[name].title)
+
+
+# --------------------------------------------------------------------------- look-ups
+
+def test_list_tools_return_compact_filtered_rows(live_server):
+    async def calls(s):
+        return (await s.call_tool("list_models", {"family": "qwen", "limit": 5}),
+                await s.call_tool("list_hardware", {"q": "h100", "vendor": "nvidia"}),
+                await s.call_tool("list_links", {"kind": "nvlink"}),
+                await s.call_tool("list_cases", {"chapter": 2}),
+                await s.call_tool("list_hardware", {"vendor": "nvida"}))
+    models, hardware, links, cases, misspelt = run(live_server, calls)
+    m = payload(models)
+    assert len(m["items"]) == 5 and m["total"] > 5 and m["next_offset"] == 5
+    assert all(r["family"] == "qwen" and "layers" in r for r in m["items"])
+    assert max(len(json.dumps(r)) for r in m["items"]) < 400
+    h = payload(hardware)["items"]
+    assert "h100-sxm" in {r["id"] for r in h}
+    sxm = next(r for r in h if r["id"] == "h100-sxm")
+    assert sxm["memory_bytes"] > 0 and sxm["bf16_dense_flop_per_s"] > 0
+    assert {r["id"] for r in payload(links)["items"]} >= {"nvlink4", "nvlink5"}
+    assert all(2 in r["chapters"] for r in payload(cases)["items"]) and payload(cases)["items"]
+    assert payload(misspelt)["total"] == 0 and "NVIDIA" in payload(misspelt)["hint"]
+
+
+def test_get_and_search_tools(live_server):
     async def calls(s):
         return (await s.call_tool("search", {"q": "推测解码"}), await s.call_tool("get_model", {"model_id": "qwen3-8b"}),
                 await s.call_tool("get_case", {"slug": "multi-lora-serving"}),
                 await s.call_tool("get_hardware", {"hardware_id": "h100-sxm"}),
-                await s.call_tool("list_calculators", {}))
-    search, model, case, hw, calcs = run(live_server, calls)
+                await s.call_tool("get_link", {"link_id": "nvlink4"}))
+    search, model, case, hw, link = run(live_server, calls)
     assert any(h["id"] == "speculative-execution" for h in payload(search)["items"][:3])
     assert payload(model)["layers"]["value"] == 36
     assert payload(case)["derivations"]
     assert payload(hw)["memory_bytes"]["source"]
-    assert len(payload(calcs)["calculators"]) == len(REGISTRY)
+    assert payload(link)["one_way_bytes_per_s"]["value"] > 0
 
 
-def test_bad_tool_input_is_an_error_result_not_a_crash(live_server):
+# --------------------------------------------------------------------------- errors that carry their fix
+
+def test_errors_say_the_fix(live_server):
+    split = dict(REGISTRY["roofline"].example)
+
     async def calls(s):
-        return (await s.call_tool("kv_cache", {"model": "no-such-model", "tokens": 8}),
-                await s.call_tool("get_model", {"model_id": "nope"}))
-    bad_calc, bad_model = run(live_server, calls)
-    assert bad_calc.is_error and "model" in bad_calc.content[0].text
-    assert bad_model.is_error
+        return {
+            "hardware": await s.call_tool("roofline", {**split, "hardware": "h100"}),
+            "model": await s.call_tool("kv_cache", {"model": "llama-70b", "tokens": 8}),
+            "enum": await s.call_tool("kv_cache", {"model": "qwen3-8b", "tokens": 8, "kv_format": "bf61"}),
+            "negative": await s.call_tool("kv_cache", {"model": "qwen3-8b", "tokens": -1}),
+            "field": await s.call_tool("calculate", {"name": "kv-cache", "request": {"model": "qwen3-8b",
+                                                                                    "tokens": 8, "request": 2}}),
+            "misspelt_field": await s.call_tool("kv_cache", {"model": "qwen3-8b", "tokens": 8, "requets": 2}),
+            "calculator": await s.call_tool("calculate", {"name": "kv-cahce", "request": {}}),
+            "describe": await s.call_tool("describe_calculator", {"name": "roofline-model"}),
+            "get": await s.call_tool("get_hardware", {"hardware_id": "h100"}),
+            "get_model": await s.call_tool("get_model", {"model_id": "nope"}),
+            "lookup_arg": await s.call_tool("list_models", {"familly": "qwen"}),
+            "two": await s.call_tool("kv_cache", {"model": "qwen3-8b", "tokens": -1, "kv_format": "q4"}),
+        }
+    r = run(live_server, calls)
+    assert "hardware" in error_text(r["hardware"]) and "'h100-sxm'" in error_text(r["hardware"])
+    assert "Did you mean" in error_text(r["hardware"]) and "list_hardware" in error_text(r["hardware"])
+    assert "model: unknown model id 'llama-70b'. Did you mean" in error_text(r["model"])
+    assert "'llama-3.1-70b'" in error_text(r["model"])
+    assert "kv_format" in error_text(r["enum"]) and "Did you mean 'bf16'" in error_text(r["enum"])
+    negative = error_text(r["negative"])
+    assert "tokens:" in negative and ("≥ 0" in negative or "greater than or equal to 0" in negative)
+    assert "request: unknown field" in error_text(r["field"]) and "'requests'" in error_text(r["field"])
+    assert "requets: unknown field. Did you mean 'requests'?" in error_text(r["misspelt_field"])
+    assert "unknown calculator 'kv-cahce'. Did you mean 'kv-cache'" in error_text(r["calculator"])
+    assert "'roofline'" in error_text(r["describe"])
+    assert "unknown hardware id 'h100'. Did you mean 'h100-sxm'" in error_text(r["get"])
+    assert "unknown model id 'nope'" in error_text(r["get_model"])
+    assert "familly: unknown field. Did you mean 'family'?" in error_text(r["lookup_arg"])
+    two = error_text(r["two"])
+    assert "2 fields to fix" in two and "- tokens:" in two and "- kv_format:" in two   # not its union echo
+    assert "FormatSpec" not in two and "'q4_0'" in two
