@@ -100,6 +100,10 @@ class Check(BaseModel):
     scale: float = 1
     decimals: Optional[int] = None
     rel: Optional[float] = None
+    printed_key: Optional[str] = Field(None, description="The `printed` entry this check reads (default: the only "
+                                       "entry whose text holds this number).")
+    coarse: Optional[str] = Field(None, description="Why a tolerance wider than 5 % of the printed value is right "
+                                  "(the book rounds coarser than that and our exact value differs by more).")
 
 
 class Derivation(Record):
@@ -118,6 +122,9 @@ class Derivation(Record):
     expected: Optional[dict[str, Any]] = None
     checks: Optional[list[Check]] = None
     note: Optional[str] = None
+    unbound_reason: Optional[str] = Field(None, description="Why no calculator recomputes this example (unbound only).")
+    unchecked: dict[str, str] = Field({}, description="`printed` entries of a bound example that no check reads, "
+                                      "each with the reason (a label, a quoted measurement, a number with no output).")
 
     @model_validator(mode="after")
     def _bound(self) -> "Derivation":
