@@ -265,12 +265,12 @@ def test_assumption_says_dividing_by_the_pass_rate_means_retrying_until_success(
 
 
 def test_headline_names_the_cheapest_and_its_cost():
-    from calculators.headline_format import fmt_num
+    from calculators.headline_format import fmt_usd
     _, _, res = run("routing-cost", {**BOOK, "cascade": [{"candidate": "A"}, {"candidate": "B"}]}, no_lookup)
     o = res.outputs
     assert res.headline.startswith("A is the cheapest")
-    assert fmt_num(o["candidates"][0]["cost_per_success"]) in res.headline
-    assert fmt_num(o["cascade"]["cost_per_success"]) in res.headline and "99.6%" in res.headline
+    assert fmt_usd(o["candidates"][0]["cost_per_success"]) in res.headline
+    assert fmt_usd(o["cascade"]["cost_per_success"]) in res.headline and "99.6%" in res.headline
     _, _, res = run("routing-cost", {**BOOK, "requirement": DEADLINE}, no_lookup)
     assert res.headline.startswith("No candidate meets") and res.headline.endswith(".")
 
