@@ -124,12 +124,23 @@ def cmd_coverage(args) -> int:
     if args.json:
         print(json.dumps(cov, indent=2, ensure_ascii=False))
         return 0
-    print(f"{'case':44} stored bound reproduced  unbound families")
+    print(f"{'case':44} stored bound reproduced printed checked  unbound families")
     for row in cov["per_case"]:
-        print(f"{row['slug']:44} {row['stored']:6} {row['bound']:5} {row['reproduced']:10}  {', '.join(row['families_unbound'])}")
+        print(f"{row['slug']:44} {row['stored']:6} {row['bound']:5} {row['reproduced']:10} {row['printed_numbers']:7} "
+              f"{row['checked_numbers']:7}  {', '.join(row['families_unbound'])}")
+    if args.unbound:
+        print()
+        print("unbound examples and why:")
+        for row in cov["per_case"]:
+            for u in row["unbound"]:
+                print(f"  {u['id']}: {u['reason'] or '(no reason given)'}")
     print()
     print(f"cases: {cov['cases']}   derivations: {cov['derivations']}   bound: {cov['bound']} "
           f"({100 * cov['bound_fraction']:.1f} %)   reproduced: {cov['reproduced']} of {cov['bound']}")
+    print(f"printed numbers of bound examples: {cov['printed_numbers']}   checked: {cov['checked_numbers']} "
+          f"({100 * cov['checked_fraction']:.1f} %)   excused (unchecked): {cov['excused_numbers']}")
+    print(f"unbound examples without a reason: {cov['unbound_without_reason']}   rule violations: {cov['violations']} "
+          f"in {cov['derivations_with_violations']} examples (python -m knowledge.derivations --audit)")
     print(f"calculators used: {len(cov['calculators_used'])} ({', '.join(cov['calculators_used'])})")
     print(f"families without a calculator: {', '.join(cov['families_without_calculator']) or 'none'}")
     return 0 if cov["reproduced"] == cov["bound"] else 1
@@ -183,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--db", type=Path, default=DEFAULT_DB)
     p.set_defaults(func=cmd_calc)
 
-    p = sub.add_parser("coverage", help="per case: worked examples stored, bound, reproduced")
+    p = sub.add_parser("coverage", help="per case: worked examples stored, bound, reproduced; printed numbers checked")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--unbound", action="store_true", help="also list every unbound example with its reason")
     p.set_defaults(func=cmd_coverage)
 
     p = sub.add_parser("calibration", help="measured step estimate vs peak-rate bound over a grid, and leave-one-out errors")

@@ -166,12 +166,27 @@ class Health(BaseModel):
     counts: dict[str, int]
 
 
+class CoverageUnbound(BaseModel):
+    id: str
+    name: Optional[str] = None
+    title: Optional[str] = None
+    family: str
+    reason: Optional[str] = Field(None, description="Why no calculator recomputes it (`unbound_reason`).")
+
+
 class CoverageCase(BaseModel):
     slug: str
     title_zh: str
     stored: int
     bound: int
     families_unbound: list[str]
+    printed_numbers: int = Field(0, description="Numbers the case's bound examples print.")
+    checked_numbers: int = Field(0, description="Of those, read by a passing check that follows the rules.")
+    excused_numbers: int = Field(0, description="Unread numbers of entries listed in `unchecked` (with a reason).")
+    checked_fraction: float = 0.0
+    printed_numbers_unbound: int = Field(0, description="Numbers the case's unbound examples print.")
+    violations: int = Field(0, description="Rule violations (R1–R4) of the case's examples.")
+    unbound: list[CoverageUnbound] = []
 
 
 class Coverage(BaseModel):
@@ -182,6 +197,14 @@ class Coverage(BaseModel):
     calculators_used: list[str]
     per_case: list[CoverageCase]
     families_without_calculator: list[str]
+    printed_numbers: int = Field(0, description="Numbers printed by the bound examples.")
+    checked_numbers: int = Field(0, description="Of those, read by a passing, rule-conforming check.")
+    excused_numbers: int = Field(0, description="Unread numbers of `unchecked` entries.")
+    checked_fraction: float = Field(0.0, description="checked_numbers / printed_numbers.")
+    unbound_without_reason: int = 0
+    violations: int = 0
+    derivations_with_violations: int = 0
+    families: dict[str, dict[str, int]] = {}
 
 
 # --------------------------------------------------------------------------- the published OpenAPI document

@@ -1,14 +1,27 @@
-"""How much of the book's arithmetic is stored, bound to a calculator, and reproduced."""
+"""How much of the book's arithmetic is stored, bound to a calculator, and reproduced.
+
+Per case and in total: worked examples stored and bound, the numbers the bound examples print and how many of
+them a passing, rule-conforming check reads (`knowledge.derivations.audit`), and why each unbound example is
+unbound.
+"""
 from __future__ import annotations
 
 from collections import defaultdict
 
+from knowledge.derivations import audit
+
+
+def _share(part: int, whole: int) -> float:
+    return (part / whole) if whole else 0.0
+
 
 def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, bool] | None = None) -> dict:
-    """Per case: stored, bound (and reproduced when `reproduced` maps derivation id -> ok)."""
+    """Per case: stored, bound, printed and checked numbers, unbound examples with their reasons
+    (and reproduced when `reproduced` maps derivation id -> ok)."""
     by_case: dict[str, list[dict]] = defaultdict(list)
     for d in derivations:
         by_case[d["case"]].append(d)
+    audits = {id(d): audit(d) for d in derivations}
     per_case = []
     fam_bound: dict[str, int] = defaultdict(int)
     fam_all: dict[str, int] = defaultdict(int)
@@ -19,16 +32,35 @@ def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, b
     for c in cases:
         ds = by_case.get(c["slug"], [])
         bound = [d for d in ds if d.get("calculator")]
+        printed = sum(audits[id(d)].printed_numbers for d in bound)
+        checked = sum(audits[id(d)].checked_numbers for d in bound)
         row = {"slug": c["slug"], "title_zh": c["title_zh"], "stored": len(ds), "bound": len(bound),
-               "families_unbound": sorted({d.get("family", "?") for d in ds if not d.get("calculator")})}
+               "families_unbound": sorted({d.get("family", "?") for d in ds if not d.get("calculator")}),
+               "printed_numbers": printed, "checked_numbers": checked,
+               "excused_numbers": sum(audits[id(d)].excused_numbers for d in bound),
+               "checked_fraction": _share(checked, printed),
+               "printed_numbers_unbound": sum(audits[id(d)].printed_numbers for d in ds if not d.get("calculator")),
+               "violations": sum(len(audits[id(d)].violations) for d in ds),
+               "unbound": [{"id": d.get("id") or f"{d['case']}/{d.get('name')}", "name": d.get("name"),
+                            "title": d.get("title"), "family": d.get("family", "?"),
+                            "reason": d.get("unbound_reason")} for d in ds if not d.get("calculator")]}
         if reproduced is not None:
             row["reproduced"] = sum(1 for d in bound if reproduced.get(d["id"]))
         per_case.append(row)
     total = len(derivations)
-    bound_total = sum(1 for d in derivations if d.get("calculator"))
+    bound_all = [d for d in derivations if d.get("calculator")]
+    printed_total = sum(audits[id(d)].printed_numbers for d in bound_all)
+    checked_total = sum(audits[id(d)].checked_numbers for d in bound_all)
     out = {
-        "cases": len(cases), "derivations": total, "bound": bound_total,
-        "bound_fraction": (bound_total / total) if total else 0.0,
+        "cases": len(cases), "derivations": total, "bound": len(bound_all),
+        "bound_fraction": _share(len(bound_all), total),
+        "printed_numbers": printed_total, "checked_numbers": checked_total,
+        "excused_numbers": sum(audits[id(d)].excused_numbers for d in bound_all),
+        "checked_fraction": _share(checked_total, printed_total),
+        "unbound_without_reason": sum(1 for d in derivations
+                                      if not d.get("calculator") and not (d.get("unbound_reason") or "").strip()),
+        "violations": sum(len(a.violations) for a in audits.values()),
+        "derivations_with_violations": sum(1 for a in audits.values() if a.violations),
         "calculators_used": sorted({d["calculator"] for d in derivations if d.get("calculator")}),
         "per_case": per_case,
         "families_without_calculator": sorted(f for f in fam_all if fam_bound.get(f, 0) == 0),

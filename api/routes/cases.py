@@ -57,7 +57,9 @@ def get_derivation(case_slug: Slug, name: Annotated[str, Path(min_length=1, max_
 
 
 @router.get("/coverage", response_model=S.Coverage, summary="How much of the book's arithmetic is recomputed",
-            description="Per case: worked examples stored and bound to a calculator; families still without one.")
+            description="Per case: worked examples stored and bound to a calculator; the numbers the bound ones print "
+                        "and how many a passing, rule-conforming check reads; each unbound example with its reason; "
+                        "families still without a calculator.")
 def get_coverage(store: Store = Depends(get_store)):
     return coverage(store.all("case"), store.all("derivation"))
 

@@ -1,0 +1,107 @@
+"""Coverage per case: examples stored and bound, printed numbers and how many are checked, unbound reasons;
+through `knowledge.coverage`, `casebook coverage`, `/api/v1/coverage` and `/coverage`."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from knowledge.coverage import coverage
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CASES = [{"slug": "case-one", "title_zh": "案例一"}, {"slug": "case-two", "title_zh": "案例二"}]
+CHECK = {"path": "bytes_per_token", "printed": 144, "scale": 1024, "decimals": 1}
+DERIVATIONS = [
+    {"id": "case-one/a", "case": "case-one", "name": "a", "family": "kv_sizing", "title": "A",
+     "printed": {"kv": "144 KiB", "total": "1.125 GiB", "note": "measured 150 KiB"}, "calculator": "kv-cache",
+     "request": {"model": "tiny-1b", "tokens": 8}, "expected": {"bytes_per_token": 147456},
+     "checks": [CHECK], "unchecked": {"note": "a measurement"}},
+    {"id": "case-one/b", "case": "case-one", "name": "b", "family": "other", "title": "B",
+     "printed": {"x": "42 ms"}, "unbound_reason": "a quoted measurement, nothing to recompute"},
+    {"id": "case-two/c", "case": "case-two", "name": "c", "family": "other", "title": "C",
+     "printed": {"y": "1, 2 and 3"}},
+]
+
+
+def test_coverage_counts_printed_and_checked_numbers_per_case():
+    cov = coverage(CASES, DERIVATIONS)
+    one, two = cov["per_case"]
+    assert (one["stored"], one["bound"], one["printed_numbers"], one["checked_numbers"], one["excused_numbers"]) \
+        == (2, 1, 3, 1, 1)
+    assert one["checked_fraction"] == pytest.approx(1 / 3)
+    assert one["printed_numbers_unbound"] == 1
+    assert one["unbound"] == [{"id": "case-one/b", "name": "b", "title": "B", "family": "other",
+                               "reason": "a quoted measurement, nothing to recompute"}]
+    assert one["violations"] == 1  # R1: 1.125 GiB is read by no check
+    assert (two["stored"], two["bound"], two["printed_numbers"], two["checked_numbers"]) == (1, 0, 0, 0)
+    assert two["unbound"][0]["reason"] is None and two["printed_numbers_unbound"] == 3
+    assert (cov["bound"], cov["derivations"], cov["bound_fraction"]) == (1, 3, pytest.approx(1 / 3))
+    assert (cov["printed_numbers"], cov["checked_numbers"], cov["excused_numbers"]) == (3, 1, 1)
+    assert cov["checked_fraction"] == pytest.approx(1 / 3)
+    assert cov["unbound_without_reason"] == 1
+    assert (cov["violations"], cov["derivations_with_violations"]) == (2, 2)
+
+
+def test_coverage_keeps_its_existing_fields():
+    cov = coverage(CASES, DERIVATIONS, reproduced={"case-one/a": True})
+    assert {"cases", "derivations", "bound", "bound_fraction", "calculators_used", "per_case",
+            "families_without_calculator", "families", "reproduced"} <= set(cov)
+    assert {"slug", "title_zh", "stored", "bound", "families_unbound", "reproduced"} <= set(cov["per_case"][0])
+    assert cov["reproduced"] == 1 and cov["families_without_calculator"] == ["other"]
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "api.cli", "coverage", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_cli_coverage_prints_numbers_checked_per_case_and_in_total():
+    out = _cli("--unbound").stdout
+    header = out.splitlines()[0]
+    assert "printed" in header and "checked" in header
+    assert "printed numbers of bound examples:" in out and "unbound examples without a reason:" in out
+    assert "unbound examples and why:" in out
+    cov = json.loads(_cli("--json").stdout)
+    for key in ("printed_numbers", "checked_numbers", "checked_fraction", "unbound_without_reason", "violations"):
+        assert key in cov
+    assert cov["checked_numbers"] <= cov["printed_numbers"]
+    assert sum(r["printed_numbers"] for r in cov["per_case"]) == cov["printed_numbers"]
+    assert sum(r["checked_numbers"] for r in cov["per_case"]) == cov["checked_numbers"]
+    assert sum(len(r["unbound"]) for r in cov["per_case"]) == cov["derivations"] - cov["bound"]
+    assert f"{cov['checked_numbers']} ({100 * cov['checked_fraction']:.1f} %)" in out
+    unbound = [u for r in cov["per_case"] for u in r["unbound"]]
+    if unbound:
+        assert unbound[0]["id"] in out
+
+
+def test_api_coverage_has_per_case_numbers_and_reasons(client):
+    cov = client.get("/api/v1/coverage").json()
+    assert cov["cases"] == 71 and cov["derivations"] >= 300
+    assert 0 < cov["checked_numbers"] <= cov["printed_numbers"]
+    assert cov["checked_fraction"] == pytest.approx(cov["checked_numbers"] / cov["printed_numbers"])
+    rows = cov["per_case"]
+    assert sum(r["stored"] for r in rows) == cov["derivations"] and sum(r["bound"] for r in rows) == cov["bound"]
+    assert sum(r["checked_numbers"] for r in rows) == cov["checked_numbers"]
+    unbound = [u for r in rows for u in r["unbound"]]
+    assert len(unbound) == cov["derivations"] - cov["bound"]
+    assert all({"id", "family", "reason"} <= set(u) for u in unbound)
+    assert cov["unbound_without_reason"] == sum(1 for u in unbound if not u["reason"])
+
+
+def test_coverage_page_shows_numbers_checked_and_unbound_reasons(client):
+    cov = client.get("/api/v1/coverage").json()
+    r = client.get("/coverage")
+    assert r.status_code == 200
+    html = r.text
+    assert "Printed numbers checked" in html and "Unbound examples and why" in html
+    assert f"{cov['checked_numbers']} of {cov['printed_numbers']}" in html
+    assert f"{cov['checked_fraction'] * 100:.1f} %" in html
+    for u in [u for row in cov["per_case"] for u in row["unbound"]][:5]:
+        assert u["id"] in html
+        if u["reason"]:
+            from markupsafe import escape
+            assert str(escape(u["reason"])) in html
