@@ -39,6 +39,7 @@ FAMILY_TERMS: dict[str, tuple[str, str]] = {
     "lora": ("low-rank adapters", "LoRA、适配器、低秩、多租户"),
     "moe": ("mixture of experts, expert parallelism", "混合专家、MoE、专家并行、专家放置"),
     "network": ("network transfer bandwidth", "网络、传输、带宽、链路、在途窗口、多路径"),
+    "other": ("speed-up efficiency utilisation padding tokens kernel", "加速比、效率、利用率、填充、令牌数、内核、算子"),
     "overlap_timeline": ("overlap pipelining timeline", "重叠、流水线、时间线、串行、双缓冲"),
     "parallel_split": ("tensor parallelism, pipeline parallelism", "张量并行、流水线并行、并行切分"),
     "prefix_cache": ("prefix caching", "前缀缓存、共享前缀、命中率"),

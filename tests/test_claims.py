@@ -1,8 +1,9 @@
 """Audited claims of the compendium page and the glossary of methods it names.
 
 Every claim with a calculator is recomputed (its stored `expected` outputs, relative 1e-9, and the
-same for each of its `alternatives`); verdicts are well-formed, and the factor of an `off` verdict is
-tied to the recomputed numbers. Glossary entries cite papers that exist in the source files.
+same for each of its `alternatives`); every claim states the page's numbers parsed (`page_numbers`),
+and the verdict follows from ours (recomputed now) / the page's: holds within tolerance, holds-if within
+tolerance under a stated condition, off outside it with off_by the computed factor. Glossary entries cite papers that exist in the source files.
 """
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import re
 import pytest
 
 from calculators import registry
-from knowledge.derivations import recompute
+from calculators import runner
+from knowledge.derivations import recompute, resolve_path
+from knowledge.records.book import Claim, compare_page_number, factor
 from knowledge.loader import default_catalog
 
 CAT = default_catalog()
@@ -107,30 +110,99 @@ def test_serving_examples_compare_page_with_bandwidth_method():
 
 # --------------------------------------------------------------------------- verdicts tied to numbers
 
-def _ratio_checks():
-    """off_by (or a holds-if bound) recomputed from the stored expected values: (claim, recomputed factor)."""
+def _fresh_output(claim: dict, path: str, lookup) -> float:
+    """Our number for a page-number path, from the calculator's outputs recomputed now (not the stored expected)."""
+    request, calculator = claim["request"], claim["calculator"]
+    if path.startswith("alternatives."):
+        _, index, path = path.split(".", 2)
+        alt = claim["alternatives"][int(index)]
+        request, calculator = alt["request"], alt["calculator"]
+        stored = alt["expected"]
+    else:
+        stored = claim["expected"]
+    head = path if path in stored else path.rpartition(".")[0]
+    assert head in stored, f"{path}: a page number compares with a stored expected output"
+    _, _, result = runner.compute(calculator, request, lookup)
+    value = resolve_path(result.outputs, path)
+    assert isinstance(value, (int, float)) and not isinstance(value, bool), (path, value)
+    return float(value)
+
+
+def _fresh_numbers(claim: dict, lookup) -> list[dict]:
     out = []
-    c = _by_id("prefix-cache-system-prompt-200mb")
-    out.append((c, c["expected"]["prefix_kv_bytes"] / 200e6))
-    c = _by_id("tp-nvlink-overhead-per-layer")
-    out.append((c, 8e-3 / c["expected"]["total_s"][0]))
-    c = _by_id("tp-pcie-overhead-per-layer")
-    out.append((c, 240e-3 / c["expected"]["total_s"][0]))
-    c = _by_id("speculative-exercise-speedup")
-    out.append((c, 2.5 / c["expected"]["speedup"]))
-    c = _by_id("serving-cost-heuristic-7b-normalisation")
-    out.append((c, 500 / c["expected"]["tokens_per_s_per_device"]))
-    for c in CLAIMS:
-        if c["id"].startswith("serving-cost-example-"):
-            e = c["expected"]
-            out.append((c, e["total_devices"] / e["methods.bandwidth.total_devices"]))
+    for n in claim["page_numbers"]:
+        ours = _fresh_output(claim, n["path"], lookup)
+        if n.get("per"):
+            ours /= _fresh_output(claim, n["per"], lookup)
+        ratio, within = compare_page_number(n["value"], ours, n.get("relation", "="), n.get("tolerance", 0.05))
+        out.append({**n, "ours": ours, "ratio": ratio, "within": within})
     return out
 
 
-@pytest.mark.parametrize("claim,factor", _ratio_checks(), ids=[c["id"] for c, _ in _ratio_checks()])
-def test_off_by_matches_recomputation(claim, factor):
-    assert claim["verdict"] == "off"
-    assert claim["off_by"] == pytest.approx(factor, rel=0.05)
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c["id"] for c in CLAIMS])
+def test_page_numbers_are_parsed_and_tied_to_an_output(claim):
+    numbers = claim.get("page_numbers")
+    assert isinstance(numbers, list) and numbers, "every claim states the page's numbers (page_numbers)"
+    for n in numbers:
+        assert n.get("text") and n.get("unit") and n.get("path"), n
+        value = n["value"]
+        if isinstance(value, list):
+            assert len(value) == 2 and 0 < value[0] < value[1], value
+        else:
+            assert isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, value
+        assert 0 < n.get("tolerance", 0.05) < 1
+        assert n.get("relation", "=") in ("=", ">=", "<=")
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c["id"] for c in CLAIMS])
+def test_verdict_follows_from_the_page_numbers(claim, lookup):
+    """ours (recomputed now) / the page's number decides the verdict: holds and holds-if need every ratio within
+    its tolerance (holds-if: under its stated condition); off needs one outside, off_by = its factor (5 %)."""
+    numbers = _fresh_numbers(claim, lookup)
+    assert Claim.verdict_problems(claim["verdict"], claim.get("off_by"), numbers) == []
+    if claim["verdict"] == "off":
+        worst = max(factor(n["ratio"]) for n in numbers if not n["within"])
+        assert claim["off_by"] == pytest.approx(worst, rel=0.05)
+    else:
+        assert all(n["within"] for n in numbers)
+    if claim["verdict"] == "holds-if":
+        assert all(len(n.get("condition", "").strip()) > 10 for n in numbers)
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c["id"] for c in CLAIMS])
+def test_stored_comparison_matches_the_recomputed_one(claim, lookup):
+    """The comparison the API and the page show (from stored outputs) equals the one recomputed now."""
+    shown = Claim.compared(claim)
+    fresh = _fresh_numbers(claim, lookup)
+    for s, f in zip(shown, fresh, strict=True):
+        assert s["ours"] == pytest.approx(f["ours"], rel=1e-9)
+        assert s["ratio"] == pytest.approx(f["ratio"], rel=1e-9)
+        assert s["within"] == f["within"]
+
+
+def test_verdict_rules_reject_inconsistent_verdicts():
+    inside = [{"text": "140 GB", "path": "x", "ratio": 1.02, "within": True, "tolerance": 0.05}]
+    outside = [{"text": "200 MB", "path": "x", "ratio": 3.28, "within": False, "tolerance": 0.05}]
+    assert Claim.verdict_problems("holds", None, inside) == []
+    assert Claim.verdict_problems("holds", None, outside)
+    assert Claim.verdict_problems("holds-if", None, inside)            # no condition stated
+    assert Claim.verdict_problems("holds-if", None, [{**inside[0], "condition": "INT4 weights, 1K contexts"}]) == []
+    assert Claim.verdict_problems("off", 3.3, outside) == []
+    assert Claim.verdict_problems("off", 5.0, outside)                 # off_by not the computed factor
+    assert Claim.verdict_problems("off", 3.3, inside)                  # nothing is off
+    assert compare_page_number([2, 3], 2.8) == (1.0, True)
+    assert compare_page_number([2, 3], 1.5)[0] == pytest.approx(0.75)
+    assert compare_page_number(100, 125, ">=") == (1.25, True)
+    assert compare_page_number(100, 125, "<=") == (1.25, False)
+
+
+def test_no_claim_calls_a_gqa_model_mha():
+    """Llama 2 70B and Llama 3.1 70B have 8 KV heads (GQA); no claim may call a 70B Llama 'without GQA'."""
+    for c in CLAIMS:
+        texts = [c.get("claim_en", ""), c.get("recomputed", ""), c.get("explanation", ""), *c.get("assumptions", []),
+                 *(a.get("label", "") for a in c.get("alternatives") or [])]
+        for t in texts:
+            assert not re.search(r"70B[^.;]*without GQA|without GQA[^.;]*70B", t), (c["id"], t)
 
 
 def test_prefix_cache_page_figure_matches_neither_gqa_nor_mha():
@@ -237,6 +309,9 @@ def test_api_lists_claims_and_glossary(client):
     assert body["total"] == len(CLAIMS)
     one = client.get("/api/v1/claims/prefix-cache-system-prompt-200mb").json()
     assert one["verdict"] == "off" and one["off_by"] == 3.3
+    number = one["page_numbers"][0]
+    assert number["text"] == "每次请求节省约200 MB" and number["value"] == 200e6 and number["unit"] == "B"
+    assert number["ours"] == 655360000 and number["ratio"] == pytest.approx(3.2768) and number["within"] is False
     off = client.get("/api/v1/claims", params={"verdict": "off"}).json()
     assert off["total"] == sum(1 for c in CLAIMS if c["verdict"] == "off")
     g = client.get("/api/v1/glossary", params={"kind": "kv-eviction"}).json()

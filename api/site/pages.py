@@ -17,6 +17,7 @@ from api.site.render import distinct, page_router, pager, render, store_of, twin
 from api.urls import urls
 from calculators.registry import REGISTRY
 from knowledge.coverage import coverage
+from knowledge.records.book import Claim
 from knowledge.store import Store
 
 router = page_router()
@@ -24,7 +25,8 @@ router = page_router()
 
 @router.get("/coverage", response_class=HTMLResponse)
 def coverage_page(request: Request) -> HTMLResponse:
-    """How many of the book's worked examples a calculator recomputes, by family and by case."""
+    """How many of the book's worked examples a calculator recomputes and how many printed numbers a check reads,
+    by family and by case, with the reason of each unbound example."""
     store = store_of(request)
     cov = coverage(store.all("case"), store.all("derivation"))
     return render(request, "coverage.html.j2", title="Coverage", twin=urls.api_coverage(), cov=cov,
@@ -42,13 +44,14 @@ def _source_ref(store: Store, sid: Any) -> dict[str, Any] | None:
 
 @router.get("/claims", response_class=HTMLResponse)
 def claims_page(request: Request, query: Annotated[ClaimQuery, Query()]) -> HTMLResponse:
-    """Audited claims, each with a link recomputing it live."""
+    """Audited claims, each with the page's numbers against ours (and the ratio) and a link recomputing it live."""
     store = store_of(request)
     page = query.run(store)
     claims = []
     for c in page.items:
         alternatives = [{**a, "recompute_url": recompute_url(a)} for a in c.get("alternatives") or [] if isinstance(a, dict)]
-        claims.append({**c, "recompute_url": recompute_url(c), "alternatives": alternatives})
+        claims.append({**c, "recompute_url": recompute_url(c), "alternatives": alternatives,
+                       "page_numbers": Claim.compared(c)})
     return render(request, "claims.html.j2", title="Audited claims", twin=twin(request), claims=claims,
                   pager=pager(request, page), verdicts=distinct(store, "claim", "verdict"), verdict=query.verdict or "",
                   sources=cited_sources(claims))

@@ -51,6 +51,9 @@ class Framework(Record):
 
 # ---------------------------------------------------------------------------- cases and derivations
 
+# Rule R4: a derivation without a calculator must say why (`unbound_reason`); False accepts it silently.
+REQUIRE_UNBOUND_REASON = True
+
 class Uses(BaseModel):
     """The facts a case uses, by kind."""
 
@@ -102,6 +105,8 @@ class Check(BaseModel):
     rel: Optional[float] = None
     printed_key: Optional[str] = Field(None, description="The `printed` entry this check reads (default: the only "
                                        "entry whose text holds this number).")
+    offset: float = Field(0, description="Subtracted from the output before scaling: a ratio 1.22 checks a printed "
+                          "'+22 %' with offset 1 and scale 0.01.")
     coarse: Optional[str] = Field(None, description="Why a tolerance wider than 5 % of the printed value is right "
                                   "(the book rounds coarser than that and our exact value differs by more).")
 
@@ -134,6 +139,8 @@ class Derivation(Record):
                 problems.append(("request", "a bound derivation needs a request body"))
             if not self.expected:
                 problems.append(("expected", "a bound derivation needs expected outputs"))
+        elif REQUIRE_UNBOUND_REASON and not (self.unbound_reason or "").strip():
+            problems.append(("unbound_reason", "an example no calculator recomputes says why (rule R4)"))
         if problems:
             raise refuse(*problems)
         return self
@@ -166,14 +173,81 @@ class ClaimAlternative(BaseModel):
     expected: dict[str, Any]
 
 
+class PageNumber(BaseModel):
+    """One number of the page, parsed, and the output of ours it is compared with.
+
+    `ours` is read from the claim's `expected` (or `alternatives.N.<path>` for an alternative's), divided by
+    `per` when given; `ratio` = ours / the page's value (for a range, / the nearest end, 1 inside). The
+    build fills `ours`, `ratio` and `within` from the stored outputs; tests/test_claims.py recomputes them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    text: Text = Field(description="The page's words for the number, verbatim or nearly.")
+    value: float | list[float] = Field(description="The page's number parsed, in SI units (bytes, seconds, "
+                                                   "USD, a plain ratio or count); a two-element list is a range.")
+    unit: Text = Field(description="Unit of `value` and `ours`: B, s, USD/h, USD/Mtok, tok/s, requests, GPUs, x, 1 …")
+    path: Text = Field(description="Output path of ours: a key of `expected`, or alternatives.N.<key>.")
+    per: Optional[str] = Field(None, description="Optional denominator path: ours = path / per.")
+    relation: Literal["=", ">=", "<="] = Field(
+        "=", description="What the page's words assert about ours: about equal (within tolerance), at least, at most.")
+    tolerance: float = Field(0.05, gt=0, lt=1, description="Relative tolerance of the comparison (the page's rounding).")
+    condition: Optional[str] = Field(None, description="For holds-if: the condition under which ours is computed.")
+    ours: Optional[float] = Field(None, description="Filled in from the stored outputs.")
+    ratio: Optional[float] = Field(None, description="ours / the page's value (range: / the nearest end).")
+    within: Optional[bool] = Field(None, description="Whether ours satisfies `relation` within `tolerance`.")
+
+    @model_validator(mode="after")
+    def _range(self) -> "PageNumber":
+        if isinstance(self.value, list) and (len(self.value) != 2 or not 0 < self.value[0] < self.value[1]):
+            raise refuse(("value", "a range is [low, high] with 0 < low < high"))
+        if not isinstance(self.value, list) and self.value <= 0:
+            raise refuse(("value", "the page's value must be > 0"))
+        return self
+
+
+def _claim_output(claim: dict, path: str) -> Any:
+    """A stored output of a claim: `path` in `expected`, or alternatives.N.<path> in an alternative's."""
+    expected = claim.get("expected") or {}
+    if path.startswith("alternatives."):
+        _, index, path = path.split(".", 2)
+        expected = (claim.get("alternatives") or [])[int(index)].get("expected") or {}
+    if path in expected:
+        return expected[path]
+    head, _, index = path.rpartition(".")          # an item of a list output: "total_s.0"
+    if head in expected and isinstance(expected[head], list) and index.isdigit():
+        return expected[head][int(index)]
+    raise KeyError(path)
+
+
+def compare_page_number(value: float | list[float], ours: float, relation: str = "=",
+                        tolerance: float = 0.05) -> tuple[float, bool]:
+    """(ratio, within): ours / the page's value (for a range, / its nearest end) and whether the relation holds."""
+    if isinstance(value, (list, tuple)):
+        low, high = value
+        ratio = ours / min(max(ours, low), high)
+    else:
+        ratio = ours / value
+    if relation == ">=":
+        return ratio, ratio >= 1 - tolerance
+    if relation == "<=":
+        return ratio, ratio <= 1 + tolerance
+    return ratio, abs(ratio - 1) <= tolerance
+
+
+def factor(ratio: float) -> float:
+    """The larger over the smaller: max(ratio, 1 / ratio)."""
+    return max(ratio, 1 / ratio)
+
+
 class Claim(Record):
-    """An audited numeric claim of a source, recomputed by a calculator."""
+    """An audited numeric claim of a source, recomputed by a calculator, its page numbers tied to our outputs."""
 
     id: Slug
     topic: Text
     claim_en: Text
     claim_zh: Optional[str] = None
     page_value: Optional[Label] = None
+    page_numbers: listed(PageNumber) = Field(min_length=1)
     source: SourceId
     locator: Optional[str] = None
     calculator: Calculator
@@ -186,8 +260,62 @@ class Claim(Record):
     off_by: Optional[float] = Field(None, gt=1, description="Only with verdict off: larger / smaller.")
     explanation: Optional[str] = None
 
+    #: relative tolerance between off_by and the factor of the page number furthest off
+    OFF_BY_REL: ClassVar[float] = 0.05
+
+    @staticmethod
+    def compared(claim: dict) -> list[dict]:
+        """The claim's page numbers with `ours`, `ratio` and `within` filled in from its stored outputs."""
+        out = []
+        for n in claim.get("page_numbers") or []:
+            n = dict(n)
+            try:
+                ours = float(_claim_output(claim, n["path"]))
+                if n.get("per"):
+                    ours /= float(_claim_output(claim, n["per"]))
+            except (KeyError, IndexError, ValueError, TypeError, ZeroDivisionError):
+                out.append({**n, "ours": None, "ratio": None, "within": None})
+                continue
+            ratio, within = compare_page_number(n["value"], ours, n.get("relation", "="), n.get("tolerance", 0.05))
+            out.append({**n, "ours": ours, "ratio": ratio, "within": within})
+        return out
+
+    @staticmethod
+    def verdict_problems(verdict: str, off_by: float | None, numbers: list[dict]) -> list[str]:
+        """Why the verdict does not follow from the compared page numbers (empty when it does).
+
+        holds: every number within its tolerance. holds-if: the same, each under its stated condition.
+        off: some number outside, and off_by = the largest factor max(r, 1/r) among those (5 %).
+        """
+        bad = [f"{n['path']}: {n['text']} could not be compared" for n in numbers if n.get("ratio") is None]
+        if bad:
+            return bad
+        outside = [n for n in numbers if not n["within"]]
+        problems = []
+        if verdict in ("holds", "holds-if"):
+            problems += [f"{n['text']}: ratio {n['ratio']:.4g} is outside {n.get('relation', '=')} "
+                         f"±{n.get('tolerance', 0.05):g} yet the verdict is {verdict}" for n in outside]
+            if verdict == "holds-if":
+                problems += [f"{n['text']}: a holds-if number needs its condition" for n in numbers
+                             if not (n.get("condition") or "").strip()]
+        elif verdict == "off":
+            if not outside:
+                problems.append("verdict off, but every page number is within its tolerance")
+            else:
+                worst = max(factor(n["ratio"]) for n in outside)
+                if off_by is None or abs(off_by / worst - 1) > Claim.OFF_BY_REL:
+                    problems.append(f"off_by {off_by} does not match the computed factor {worst:.4g}")
+        return problems
+
     @model_validator(mode="after")
     def _off_by(self) -> "Claim":
         if (self.verdict == "off") != (self.off_by is not None):
             raise refuse(("off_by", "off_by is given exactly when the verdict is off"))
+        data = self.model_dump(include={"expected", "alternatives", "page_numbers"})
+        numbers = self.compared(data)
+        for n, filled in zip(self.page_numbers, numbers):
+            n.ours, n.ratio, n.within = filled["ours"], filled["ratio"], filled["within"]
+        problems = self.verdict_problems(self.verdict, self.off_by, numbers)
+        if problems:
+            raise refuse(*(("page_numbers", p) for p in problems))
         return self

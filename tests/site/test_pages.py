@@ -173,14 +173,16 @@ def test_case_page_shows_derivations_facts_related_and_source(client, store):
         if d["case"] != case["slug"]:
             continue
         assert f'id="{d["name"]}"' in html
-        if d.get("calculator") in REGISTRY:
+        if d.get("calculator"):
+            assert d["calculator"] in REGISTRY, (d["id"], d["calculator"])
             assert escape(explanation_url(d["calculator"], d["request"])) in html
 
 
 def test_recompute_links_reproduce_every_bound_example(client, store):
     """The recompute link of a bound worked example opens the calculator page showing the expected numbers."""
-    bound = [d for d in store.all("derivation") if d.get("calculator") in REGISTRY and d.get("expected")]
+    bound = [d for d in store.all("derivation") if d.get("calculator") and d.get("expected")]
     assert bound, "no bound worked example in the store yet"
+    assert [d["id"] for d in bound if d["calculator"] not in REGISTRY] == []
     for d in bound:
         r = client.get(explanation_url(d["calculator"], d["request"]))
         assert r.status_code == 200, (d["id"], r.text[:400])
@@ -194,8 +196,9 @@ def test_recompute_links_reproduce_every_bound_example(client, store):
 
 
 def test_claim_recompute_links_show_the_expected_numbers(client, store):
-    claims = [c for c in store.all("claim") if c.get("calculator") in REGISTRY and c.get("expected")]
-    assert claims, "no audited claim with a registered calculator in the store"
+    claims = store.all("claim")
+    assert claims, "no audited claim in the store"
+    assert [c["id"] for c in claims if c["calculator"] not in REGISTRY or not c.get("expected")] == []
     html = client.get("/claims").text
     for c in claims:
         url = explanation_url(c["calculator"], c["request"])
@@ -220,11 +223,12 @@ def test_glossary_entries_link_their_papers(client, store):
 def test_model_page_computes_kv_and_weights_live(client, store):
     assert store.get("model", "qwen3-8b") is not None, "qwen3-8b is not in the store"
     html = client.get("/models/qwen3-8b").text
-    values = parse(html).data_values
-    if "kv-cache" in REGISTRY:
-        assert "147,456" in html  # 144 KiB per token in BF16, the book's number
-    if "weight-memory" in REGISTRY:
-        assert any(k.startswith("weight-memory.") for k in values) or "weight-memory" in html
+    assert "kv-cache" in REGISTRY and "weight-memory" in REGISTRY
+    assert "147,456" in html  # 144 KiB per token in BF16, the book's number
+    shown = re.search(r'data-path="weight-memory\.bytes_total">([0-9,.]+)</span>', html)
+    assert shown, "the weight-memory bytes are not on the model page"
+    want = client.post("/api/v1/calculators/weight-memory", json={"model": "qwen3-8b"}).json()["outputs"]["bytes_total"]
+    assert math.isclose(float(shown.group(1).replace(",", "")), want, rel_tol=1e-6), (shown.group(1), want)
     assert "/sources/qwen3-8b-config" in html
     assert "num_key_value_heads" in html  # the locator of kv_heads
 
@@ -334,22 +338,34 @@ def test_sweep_draws_an_inline_svg_chart(client):
 def test_specific_charts(client):
     """KV bytes vs tokens per format; cost per success vs hit rate with break-even; TP step time;
     the edge-transfer budget as stacked bars."""
-    if "kv-cache" in REGISTRY:
-        html = client.get("/calculators/kv-cache?model=qwen3-8b&tokens=8192").text
-        assert html.count('class="line s') >= 3 and "one line per kv_format" in html
-    if "routing-cost" in REGISTRY:
-        html = client.get("/calculators/routing-cost").text
-        assert "<svg" in html and re.search(r'class="marker-label"[^>]*>[^<]+ vs [^<]+:', html)
-    if "parallel-split" in REGISTRY:
-        html = client.get("/calculators/parallel-split").text
-        assert "<svg" in html and "memory_time_s" in html and "comm_time_s" in html
-    if "edge-transfer" in REGISTRY:
-        html = client.get("/calculators/edge-transfer").text
-        assert 'class="bar s0"' in html and "your request and its variants" in html
+    assert {"kv-cache", "routing-cost", "parallel-split", "edge-transfer"} <= set(REGISTRY)
+    html = client.get("/calculators/kv-cache?model=qwen3-8b&tokens=8192").text
+    assert html.count('class="line s') >= 3 and "one line per kv_format" in html
+    html = client.get("/calculators/routing-cost").text
+    assert "<svg" in html and re.search(r'class="marker-label"[^>]*>[^<]+ vs [^<]+:', html)
+    html = client.get("/calculators/parallel-split").text
+    assert "<svg" in html and "memory_time_s" in html and "comm_time_s" in html
+    html = client.get("/calculators/edge-transfer").text
+    assert 'class="bar s0"' in html and "your request and its variants" in html
 
 
 def test_pages_render_for_claims_glossary_and_search(client):
     assert client.get("/claims").status_code == 200
+
+
+def test_claims_page_shows_page_value_ours_and_ratio(client, store):
+    """Every claim's page numbers appear with the page's words, the page value, ours and ours ÷ page."""
+    html = client.get("/claims", params={"limit": 100}).text
+    claims = store.all("claim")
+    rows = re.findall(r'<tr class="(within|outside)" data-path="([^"]+)" data-ratio="([^"]+)">', html)
+    assert len(rows) == sum(len(c["page_numbers"]) for c in claims)
+    article = html[html.index('id="prefix-cache-system-prompt-200mb"'):]
+    article = article[:article.index("</article>")]
+    assert "每次请求节省约200 MB" in article
+    assert "200,000,000 B" in article and "655,360,000 B" in article and "×3.28" in article
+    assert 'class="outside" data-path="prefix_kv_bytes"' in article
+    weights = html[html.index('id="weights-70b-fp16-140gb"'):]
+    assert re.search(r'<tr class="within" data-path="bytes_total" data-ratio="1\.0"', weights)
     assert client.get("/glossary").status_code == 200
     r = client.get("/search?q=%E6%8E%A8%E6%B5%8B%E8%A7%A3%E7%A0%81")  # 推测解码
     assert r.status_code == 200 and "result" in r.text
@@ -411,7 +427,9 @@ def test_partial_case_says_what_is_missing(partial_client):
     html = partial_client.get("/cases/lonely-case").text
     assert "No worked examples are stored for this case yet" in html
     html = partial_client.get("/models/tiny-model").text
-    assert "could not" in html.lower() or "has no sourced" in html or "not registered" in html or "kv-cache" in html
+    assert "<code>kv-cache</code>: model: tiny-model has no layer_groups" in html
+    assert "<code>weight-memory</code>: model: tiny-model has no sourced params_total" in html
+    assert html.count('href="/calculators/kv-cache">open the calculator</a>') == 1
 
 
 # --------------------------------------------------------------------------- charts (pure)

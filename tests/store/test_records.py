@@ -27,6 +27,7 @@ CLAIMS = """
   topic: kv
   claim_en: A claim.
   page_value: "~1 GB"
+  page_numbers: [{text: "2 B per token", value: 2, unit: B, path: bytes_per_token}]
   source: src-a
   locator: intro
   calculator: kv-cache
@@ -178,6 +179,10 @@ def _hw(text: str) -> dict:
     ({"claims.yaml": CLAIMS.replace("  off_by: 2\n", "")}, "claims.yaml: claim-one: off_by: off_by is given exactly when"),
     ({"claims.yaml": CLAIMS.replace("calculator: kv-cache", "calculator: no-such")},
      "claims.yaml: claim-one: calculator: unknown calculator"),
+    ({"claims.yaml": CLAIMS.replace("  off_by: 2\n", "  off_by: 3\n")},
+     "claims.yaml: claim-one: page_numbers: off_by 3.0 does not match the computed factor 2"),
+    ({"claims.yaml": CLAIMS.replace('verdict: "off"\n  off_by: 2\n', "verdict: holds\n")},
+     "claims.yaml: claim-one: page_numbers: 2 B per token: ratio 0.5 is outside"),
     ({"glossary.yaml": GLOSSARY.replace("[kv-eviction]", "[no-such]")},
      "glossary.yaml: h2o: related_calculators.0: unknown calculator 'no-such'"),
     ({"glossary.yaml": GLOSSARY + GLOSSARY}, "glossary.yaml: h2o: id: duplicate id 'h2o'"),
