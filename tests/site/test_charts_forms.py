@@ -4,6 +4,7 @@ offering the store's ids, list fields taken repeated or comma-separated, rates i
 wide tables that say they scroll."""
 from __future__ import annotations
 
+import json
 import html as htmllib
 import re
 from itertools import pairwise
@@ -208,3 +209,19 @@ def test_wide_tables_scroll_in_a_box_that_says_so(client):
     css = page(client, "/static/site.css")
     assert re.search(r"\.scroll \{[^}]*radial-gradient", css)          # the edge shadows
     assert re.search(r"\.scroll-hint \{ display: block; \}", css)       # the hint on narrow screens
+
+
+@pytest.mark.parametrize("name", ["kv-cache", "parallel-split", "deployment-plan", "routing-cost"])
+def test_the_answer_comes_first_on_the_page(client, name):
+    """The headline sits right under the title (before the summary and the case list), once."""
+    import html as H
+
+    from calculators.registry import REGISTRY
+
+    body = REGISTRY[name].example
+    headline = client.post(f"/api/v1/calculators/{name}", json=body).json()["headline"]
+    page = H.unescape(client.get(f"/calculators/{name}", params={"body": json.dumps(body)}).text)
+    answer = page.index('class="headline answer"')
+    assert page.index("<h1") < answer < page.index('class="lead"')
+    assert headline in page[answer:answer + len(headline) + 100]
+    assert page.count(headline) == 1
