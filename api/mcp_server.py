@@ -27,6 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.responses import dumps
 from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ModelQuery
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
@@ -85,7 +86,7 @@ class _RawArguments(ArgModelBase):
 
 
 def _json(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    return dumps(value)
 
 
 def _result(data: dict, lead: str = "") -> CallToolResult:

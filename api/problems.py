@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import orjson
 from starlette.responses import Response
+
+from api.responses import dumps
 
 # The field naming rule is the runner's, so REST, batch and MCP name fields the same way.
 from calculators.runner import field_errors, field_name, json_syntax_message  # noqa: F401
@@ -16,7 +17,7 @@ class ProblemResponse(Response):
     media_type = "application/problem+json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
+        return dumps(content)
 
 
 def problem(status: int, title: str, detail: str, *, kind: str | None = None,

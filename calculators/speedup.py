@@ -126,6 +126,8 @@ def scaling_compute(req: ScalingRequest, lookup: Lookup) -> Result:
     res = Result(inputs=req.model_dump(mode="json"), outputs={})
     ref = req.points[0]
     ref_per = ref.rate_per_s / ref.devices
+    if ref_per == 0:   # a subnormal rate divided by the device count underflows: no reference to compare with
+        raise CalcInputError(("points", 0, "rate_per_s"), "too small: the per-device rate underflows to 0")
     rows = []
     for p in req.points:
         per = res.step(f"{p.devices} devices: per device", "rate / devices", f"{num(p.rate_per_s)} / {p.devices}",

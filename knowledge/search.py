@@ -61,14 +61,18 @@ def stem(word: str) -> str:
     """A light English stem: plurals and common endings off, so `parallelism`/`parallel`, `experts`/`expert`,
     `quantisation`/`quantization`/`quantize` meet. Words with digits or dots (ids, versions) stay whole."""
     if len(word) <= 4 or not word.isalpha():
-        return word
+        return word[:-1] if len(word) == 4 and word.isalpha() and word.endswith("e") else word
     word = BRITISH.sub(r"iz\1", word)
     if word.endswith("ss"):   # class, process: not a plural
         return word
     for suf, repl in SUFFIXES:
         if word.endswith(suf) and len(word) - len(suf) >= 4:
-            return word[:-len(suf)] + repl
-    return word
+            word = word[:-len(suf)] + repl
+            break
+    else:
+        if word.endswith("ing") and len(word) >= 6:   # tiling, paging: the verb's stem
+            word = word[:-3]
+    return word[:-1] if word.endswith("e") and len(word) >= 4 else word   # tile(s) meets tiling, page(s) paging
 
 
 def tokens(text: str) -> list[str]:
@@ -163,8 +167,9 @@ def family_terms(*families: str | None, lang: int | None = None, sep: str = " ")
 
 
 def calculator_docs(calculators, cases: dict[str, dict], glossary: list[dict]) -> list[Doc]:
-    """One document per calculator: its English title, summary, name and families, and in Chinese the
-    terms of its families, the titles of the cases it recomputes and the glossary terms pointing to it."""
+    """One document per calculator: its English title, summary, name and families, the titles (Chinese and
+    English) of the cases it recomputes, and in Chinese the terms of its families and the glossary terms
+    pointing to it."""
     terms_zh: dict[str, list[str]] = defaultdict(list)
     for g in glossary:
         for name in g.get("related_calculators") or []:
@@ -172,7 +177,9 @@ def calculator_docs(calculators, cases: dict[str, dict], glossary: list[dict]) -
     docs = []
     for c in calculators:
         fams = (c.family, *c.families)
-        zh = [family_terms(*fams), *terms_zh.get(c.name, ()), *(cases[s]["title_zh"] for s in c.cases if s in cases)]
+        # the cases' titles in both languages, so a case topic lifts the calculator for either reader alike
+        zh = [family_terms(*fams), *terms_zh.get(c.name, ()),
+              *(f'{cases[s]["title_zh"]} {cases[s].get("title_en", "")}' for s in c.cases if s in cases)]
         docs.append(Doc("calculator", c.name, c.title, f"/calculators/{c.name}", f"/api/v1/calculators/{c.name}",
                         " ".join([c.summary, c.name, c.name.replace("-", " "), *(f.replace("_", " ") for f in fams), *zh]),
                         c.summary[:240], 1.1, snippet_zh="主题：" + family_terms(*fams, lang=1, sep="、")))
