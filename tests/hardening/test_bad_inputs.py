@@ -129,3 +129,25 @@ def test_the_server_opens_its_store_read_only(app, client):
     assert 'Cannot execute statement of type "CREATE"' in str(err.value)
     assert "attached in read-only mode" in str(err.value)
     assert isinstance(duckdb.__version__, str)
+
+
+def test_counts_past_64_bits_answer_as_json_numbers_not_500(client):
+    """orjson refuses integers beyond 64 bits; such answers (absurd but valid requests) come back as floats."""
+    r = client.post("/api/v1/calculators/bank-conflicts", json={"cols": 405, "pitch_elements": [999498484784055], "rows": 4615})
+    assert r.status_code == 200, r.text
+    assert isinstance(r.json()["outputs"], dict)
+    r = client.post("/api/v1/calculators/vliw-cycles",
+                    json={"engines": [{"engine": "0", "per_iteration": 114169}], "iterations": [117, 4479, 11256, 27392]})
+    assert r.status_code == 200, r.text
+
+
+def test_a_reference_rate_that_underflows_is_refused_by_name(client):
+    r = client.post("/api/v1/calculators/scaling-efficiency", json={"points": [{"devices": 2, "rate_per_s": 5e-324}]})
+    assert r.status_code == 422
+    assert r.json()["errors"][0]["field"] == "points[0].rate_per_s"
+
+
+def test_the_encoder_turns_only_wide_integers_into_floats():
+    from api.responses import dumps
+
+    assert dumps({"a": 2**63 - 1, "b": [True, 2**70]}) == b'{"a":9223372036854775807,"b":[true,1.1805916207174113e+21]}'
