@@ -178,7 +178,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         exc.suggestions_found = exc.suggestions(store)      # for the HTML page too
         if _is_html(request) and hasattr(app.state, "render_not_found"):
             return app.state.render_not_found(request, exc)
-        return problem(404, f"Unknown {exc.kind}", exc.message(store), kind="not-found", instance=request.url.path,
+        return problem(404, f"Unknown {exc.kind}", exc.message(store, exc.suggestions_found), kind="not-found", instance=request.url.path,
                        see=exc.list_endpoint, suggestions=exc.suggestions_found or None)
 
     @app.exception_handler(StarletteHTTPException)

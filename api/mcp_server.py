@@ -14,7 +14,7 @@ unknown ids, calculator names, field names and enum values, so the text reads as
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
@@ -25,15 +25,15 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ListQuery, ModelQuery
 from api.responses import dumps
-from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ModelQuery
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from calculators.registry import REGISTRY, Calculator
 from calculators.runner import field_errors
-from calculators.suggest import close_matches
+from calculators.suggest import close_matches, phrase
 
 INSTRUCTIONS = (
     "AI Infra Casebook: sourced AI-infrastructure facts and calculators that show their work. "
@@ -220,19 +220,6 @@ _QUOTED = re.compile(r"'([^']*)'")
 _UNION_TAG = re.compile(r"\.[A-Z]\w*$")
 
 
-def _suggest(word: str, choices: Iterable[str], n: int = 3) -> list[str]:
-    """The shared did-you-mean ranking (`calculators.suggest.close_matches`), so MCP and REST agree."""
-    return close_matches(word, choices, n)
-
-
-def _phrase(suggestions: list[str]) -> str:
-    """' Did you mean 'a', 'b' or 'c'?' (with a leading space), or ''."""
-    if not suggestions:
-        return ""
-    quoted = [repr(s) for s in suggestions[:3]]
-    return " Did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
-
-
 def _at(body: Any, path: str) -> Any:
     """The value at `a.b[0].c` in a request body (None if absent)."""
     cur = body
@@ -281,7 +268,7 @@ class _Ids:
 
     def unknown(self, kind: str, ident: str) -> str:
         tool = LIST_TOOL.get(kind)
-        hint = _phrase(_suggest(ident, self.ids(kind)))
+        hint = phrase(close_matches(ident, self.ids(kind)))
         see = f" ({tool} lists them)" if tool else ""
         return f"unknown {kind} id {ident!r}.{hint}{see}" if hint else f"unknown {kind} id {ident!r}{see}."
 
@@ -296,7 +283,7 @@ def _fix_text(err: dict, body: Any, model: type[BaseModel] | None, ids: _Ids) ->
         kind, ident = known.group(1), known.group(3)
         message = _SEE_ENDPOINT.sub("", message).rstrip(" ;.")
         if not suggestions:
-            suggestions = _suggest(ident, ids.ids(kind))
+            suggestions = close_matches(ident, ids.ids(kind))
         tool = LIST_TOOL.get(kind)
         tail = f" ({tool} lists them)" if tool else ""
     else:
@@ -305,15 +292,15 @@ def _fix_text(err: dict, body: Any, model: type[BaseModel] | None, ids: _Ids) ->
         if not suggestions and err.get("type") == "extra_forbidden":
             leaf = re.split(r"[.\[]", field)[-1]
             message = "unknown field"
-            suggestions = _suggest(leaf, _fields_at(model, field))
+            suggestions = close_matches(leaf, _fields_at(model, field))
         elif not suggestions and err.get("type") in ("literal_error", "enum"):
             value = _at(body, field)
             allowed = _QUOTED.findall(message)
             if isinstance(value, str) and allowed:
-                suggestions = _suggest(value, allowed)
+                suggestions = close_matches(value, allowed)
     text = f"{field}: {message}"
     if suggestions and "did you mean" not in message.lower():   # the runner may already have said it
-        text = text.rstrip(".") + "." + _phrase(suggestions)
+        text = text.rstrip(".") + "." + phrase(suggestions)
     return text + tail
 
 
@@ -413,35 +400,17 @@ class NameArgs(_Args):
     name: str = Field(min_length=1, max_length=100, description="Calculator name, e.g. kv-cache (or kv_cache).")
 
 
-class ListModelsArgs(_Args):
-    q: Text = Field(None, description="Substring of the name.")
-    family: Text = Field(None, description="e.g. qwen, deepseek, llama")
-    kind: Text = Field(None, description="dense or moe")
-    attention: Text = Field(None, description="e.g. gqa, mla")
-    limit: Limit = 20
-    offset: Offset = 0
+def _list_args(name: str, query: type[ListQuery], fields: tuple[str, ...], limit: int) -> type[_Args]:
+    """A look-up tool's arguments: the REST list query's own filter fields (same types, bounds and
+    descriptions), with a smaller page for small contexts."""
+    defs = {f: (query.model_fields[f].annotation, query.model_fields[f]) for f in fields}
+    return create_model(name, __base__=_Args, **defs, limit=(Limit, limit), offset=(Offset, 0))
 
 
-class ListHardwareArgs(_Args):
-    q: Text = Field(None, description="Substring of the name.")
-    vendor: Text = Field(None, description="e.g. NVIDIA, AMD, Google, Huawei, Apple")
-    architecture: Text = Field(None, description="e.g. Hopper, Blackwell")
-    scope: Text = Field(None, description="device, node, rack or pod")
-    limit: Limit = 20
-    offset: Offset = 0
-
-
-class ListLinksArgs(_Args):
-    kind: Text = Field(None, description="nvlink, pcie, infiniband, ethernet, other")
-    limit: Limit = 50
-    offset: Offset = 0
-
-
-class ListCasesArgs(_Args):
-    q: Text = Field(None, description="Substring of the English title.")
-    chapter: Annotated[int | None, Field(ge=1, le=99, description="Cited by this chapter of the book.")] = None
-    limit: Limit = 30
-    offset: Offset = 0
+ListModelsArgs = _list_args("ListModelsArgs", ModelQuery, ("q", "family", "kind", "attention"), 20)
+ListHardwareArgs = _list_args("ListHardwareArgs", HardwareQuery, ("q", "vendor", "architecture", "scope"), 20)
+ListLinksArgs = _list_args("ListLinksArgs", LinkQuery, ("kind",), 50)
+ListCasesArgs = _list_args("ListCasesArgs", CaseQuery, ("q", "chapter"), 30)
 
 
 class SearchArgs(_Args):
@@ -474,7 +443,7 @@ class _Tools:
     def calculator(self, name: str) -> Calculator:
         calc = REGISTRY.get(name) or self.by_tool.get(name) or REGISTRY.get(name.strip().lower().replace("_", "-"))
         if calc is None:
-            hint = _phrase(_suggest(name, list(REGISTRY)))
+            hint = phrase(close_matches(name, list(REGISTRY)))
             raise ToolError(f"unknown calculator {name!r}.{hint} list_calculators names them all." if hint else
                             f"unknown calculator {name!r}; list_calculators names them all.")
         return calc
@@ -531,7 +500,7 @@ class _Tools:
                                        "calculate(name, request) to run one."}
         if not rows and args.family:
             known = sorted({f for c in REGISTRY.values() for f in (c.family, *c.families)})
-            out["hint"] = f"no family {args.family!r}.{_phrase(_suggest(args.family, known))}"
+            out["hint"] = f"no family {args.family!r}.{phrase(close_matches(args.family, known))}"
         return _result(out)
 
     def describe_calculator(self, arguments: dict) -> CallToolResult:
@@ -570,32 +539,31 @@ class _Tools:
                     continue
                 values = sorted({str(r[field]) for r in self.store.all(kind) if r.get(field)})
                 if value.lower() not in {v.lower() for v in values}:
-                    near = _phrase(_suggest(value, values))
+                    near = phrase(close_matches(value, values))
                     hints.append(f"no {kind} with {field} {value!r}.{near}" if near else
                                  f"no {kind} with {field} {value!r}; known: {', '.join(values[:20])}.")
             if hints:
                 out["hint"] = " ".join(hints)
         return _result(out)
 
+    def _list(self, tool: str, args: type[_Args], query: type[ListQuery], row: Callable[[dict], dict],
+              arguments: dict) -> CallToolResult:
+        """A page of the REST list `query` from a look-up tool's arguments; its exact filters give the hints."""
+        a = _validate(args, arguments, tool, self.ids)
+        return self._page(query.kind_listed, query(**a.model_dump()), row,
+                          {f: getattr(a, f) for f in query.exact if f in args.model_fields})
+
     def list_models(self, arguments: dict) -> CallToolResult:
-        a = _validate(ListModelsArgs, arguments, "list_models", self.ids)
-        q = ModelQuery(q=a.q, family=a.family, kind=a.kind, attention=a.attention, limit=a.limit, offset=a.offset)
-        return self._page("model", q, model_row, {"family": a.family, "kind": a.kind, "attention": a.attention})
+        return self._list("list_models", ListModelsArgs, ModelQuery, model_row, arguments)
 
     def list_hardware(self, arguments: dict) -> CallToolResult:
-        a = _validate(ListHardwareArgs, arguments, "list_hardware", self.ids)
-        q = HardwareQuery(q=a.q, vendor=a.vendor, architecture=a.architecture, scope=a.scope, limit=a.limit,
-                          offset=a.offset)
-        return self._page("hardware", q, hardware_row,
-                          {"vendor": a.vendor, "architecture": a.architecture, "scope": a.scope})
+        return self._list("list_hardware", ListHardwareArgs, HardwareQuery, hardware_row, arguments)
 
     def list_links(self, arguments: dict) -> CallToolResult:
-        a = _validate(ListLinksArgs, arguments, "list_links", self.ids)
-        return self._page("link", LinkQuery(kind=a.kind, limit=a.limit, offset=a.offset), link_row, {"kind": a.kind})
+        return self._list("list_links", ListLinksArgs, LinkQuery, link_row, arguments)
 
     def list_cases(self, arguments: dict) -> CallToolResult:
-        a = _validate(ListCasesArgs, arguments, "list_cases", self.ids)
-        return self._page("case", CaseQuery(q=a.q, chapter=a.chapter, limit=a.limit, offset=a.offset), case_row, {})
+        return self._list("list_cases", ListCasesArgs, CaseQuery, case_row, arguments)
 
     def search(self, arguments: dict) -> CallToolResult:
         a = _validate(SearchArgs, arguments, "search", self.ids)

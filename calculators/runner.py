@@ -8,17 +8,26 @@ an exit code.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import urlencode
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
 from calculators.base import Calculator
-from calculators.core import CalcInputError, CalcRequest, Lookup, Result, UnknownId, ids_of, no_lookup
+from calculators.core import (
+    CalcInputError,
+    CalcRequest,
+    Lookup,
+    Result,
+    UnknownId,
+    ids_of,
+    no_lookup,
+)
 from calculators.registry import REGISTRY
-from calculators.suggest import close_matches, did_you_mean
+from calculators.suggest import close_matches, phrase
 
 
 @dataclass
@@ -56,10 +65,10 @@ class RunError(Exception):
 
 def unknown_calculator(name: str) -> RunError:
     """A 404 naming the list of calculators and the names closest to `name`."""
-    names = list(REGISTRY)
+    found = close_matches(name, list(REGISTRY))
     return RunError(404, "not-found", "Unknown calculator",
-                    f"no calculator named {name!r}; see /api/v1/calculators.{did_you_mean(name, names)}",
-                    suggestions=close_matches(name, names), see="/api/v1/calculators")
+                    f"no calculator named {name!r}; see /api/v1/calculators.{phrase(found)}",
+                    suggestions=found, see="/api/v1/calculators")
 
 
 _TYPE_TAG = re.compile(r"^(constrained-\w+|float|int|str|bool|none|list\[.*\]|dict\[.*\]|[\w-]+\[.*\]|function-\w+\[.*\])$")
@@ -109,7 +118,7 @@ def field_errors(errors: Sequence[dict], prefix: Sequence[Any] = (), model: type
             allowed = _choices((e.get("ctx") or {}).get("expected", ""))
             suggestions = close_matches(e["input"], allowed)
             if suggestions:
-                message = message.rstrip(".") + "." + did_you_mean(e["input"], allowed)
+                message = message.rstrip(".") + "." + phrase(suggestions)
         out.append(FieldError(name, message, kind, where, suggestions))
     return out
 
@@ -172,7 +181,7 @@ def _unknown_field(name: str, known: list[str]) -> tuple[str, list[str]]:
         return "unknown field: not part of this request", []
     found = close_matches(name, known)
     if found:
-        return f"unknown field.{did_you_mean(name, known)}", found
+        return f"unknown field.{phrase(found)}", found
     return f"unknown field; this object takes: {', '.join(known)}", []
 
 
@@ -198,9 +207,9 @@ def compute(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculato
 def unknown_id_error(exc: UnknownId, lookup: Lookup) -> FieldError:
     """An unknown store id as a field error with the ids closest to it (when the lookup can list them)."""
     field = field_name(exc.loc)
-    ids = ids_of(lookup, exc.kind)
-    hint = did_you_mean(exc.ident, ids)
-    return FieldError(field, exc.message + ("." + hint if hint else ""), "unknown_id", "body", close_matches(exc.ident, ids))
+    found = close_matches(exc.ident, ids_of(lookup, exc.kind))
+    hint = phrase(found)
+    return FieldError(field, exc.message + ("." + hint if hint else ""), "unknown_id", "body", found)
 
 
 def solve(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator, BaseModel, Result]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def close_matches(word: str, choices: Iterable[str], n: int = 3, cutoff: float = 0.5) -> list[str]:
@@ -23,10 +23,14 @@ def close_matches(word: str, choices: Iterable[str], n: int = 3, cutoff: float =
     return found[:n]
 
 
-def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
-    """' Did you mean 'a' or 'b'?' (with a leading space), or '' when nothing is close."""
-    found = close_matches(word, choices, n)
-    if not found:
+def phrase(found: Sequence[str]) -> str:
+    """' Did you mean 'a', 'b' or 'c'?' (with a leading space) for up to three names, or '' for none."""
+    quoted = [repr(f) for f in list(found)[:3]]
+    if not quoted:
         return ""
-    quoted = [repr(f) for f in found]
     return " Did you mean " + (quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]) + "?"
+
+
+def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
+    """`phrase` of the names closest to `word`, or '' when nothing is close."""
+    return phrase(close_matches(word, choices, n))

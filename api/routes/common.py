@@ -5,13 +5,13 @@ The list parameters themselves (limit, offset, sort, filters) are parsed by the 
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from fastapi import Request
 
 from api.queries import Limit, Offset  # noqa: F401  (kept importable from here)
 from api.responses import FastJSONResponse
-from calculators.suggest import close_matches, did_you_mean
+from calculators.suggest import close_matches, phrase
 from knowledge.store import Page as StorePage
 
 
@@ -39,9 +39,10 @@ class NotFound(Exception):
         records = getattr(store, "records", None) or {}
         return list(records.get(self.kind, {}))
 
-    def message(self, store=None) -> str:
-        """`no hardware with id 'h100'; see /api/v1/hardware. Did you mean 'h100-sxm'?`"""
-        hint = did_you_mean(self.ident, self.known_ids(store))
+    def message(self, store=None, found: list[str] | None = None) -> str:
+        """`no hardware with id 'h100'; see /api/v1/hardware. Did you mean 'h100-sxm'?` (`found`: the
+        suggestions when already computed)."""
+        hint = phrase(self.suggestions(store) if found is None else found)
         return f"{self}.{hint}" if hint else str(self)
 
 

@@ -20,7 +20,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, Response
 from api.problems import problem
 from api.responses import FastJSONResponse
 from api.urls import COLLECTIONS, urls
-from calculators.suggest import close_matches
+from calculators.suggest import close_matches, phrase
 from knowledge import tables as T
 from knowledge.store import KEY, Store
 
@@ -64,8 +64,8 @@ class Kind:
     title: str
     description: str
     licence: str
-    page: Optional[str] = None
-    api: Optional[str] = None
+    page: str | None = None
+    api: str | None = None
 
 
 def _q(name: str) -> str:
@@ -184,7 +184,7 @@ class Exporter:
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _locks: dict[str, threading.Lock] = field(default_factory=dict, init=False)
     _files: dict[str, Path] = field(default_factory=dict, init=False)
-    _index: Optional[dict[str, Any]] = field(default=None, init=False)
+    _index: dict[str, Any] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.kinds = kinds_of(self.store)
@@ -303,7 +303,7 @@ def exporter_of_app(app: Any) -> Exporter:
     `app.state.export_dir` when set (tests), else `default_cache_dir()`."""
     state = app.state
     store: Store = state.store
-    ex: Optional[Exporter] = getattr(state, "exporter", None)
+    ex: Exporter | None = getattr(state, "exporter", None)
     if ex is None or ex.store is not store or ex.hash != store.content_hash:
         with _CREATE:
             ex = getattr(state, "exporter", None)
@@ -334,8 +334,8 @@ class ExportKind(BaseModel):
     columns: list[ExportColumn]
     csv_url: str
     parquet_url: str
-    page_url: Optional[str] = None
-    api_url: Optional[str] = None
+    page_url: str | None = None
+    api_url: str | None = None
     content_hash: str
     licence: str
 
@@ -360,8 +360,8 @@ class ExportDatabase(BaseModel):
 class ExportIndex(BaseModel):
     content_hash: str
     short_hash: str
-    built_at: Optional[str] = None
-    schema_version: Optional[str] = None
+    built_at: str | None = None
+    schema_version: str | None = None
     licence: str
     provenance: str
     formats: dict[str, str]
@@ -390,10 +390,10 @@ def _not_modified(ex: Exporter) -> Response:
     return Response(status_code=304, headers=_identity(ex))
 
 
-def _unknown(request: Request, ex: Exporter, name: str, fmt: Optional[str]) -> Response:
+def _unknown(request: Request, ex: Exporter, name: str, fmt: str | None) -> Response:
     choices = [*ex.kinds, DATABASE]
     suggestions = close_matches(name, choices)
-    hint = f" Did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+    hint = phrase(suggestions)
     if fmt is None:
         detail = f"no download {name!r}: a download is `<kind>.csv`, `<kind>.parquet` or `{DATABASE}.duckdb`.{hint}"
     else:
