@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,13 @@ class Store:
     @property
     def content_hash(self) -> str:
         return self.meta.get("content_hash", "")
+
+    @cached_property
+    def coverage(self) -> dict:
+        """How much of the book's arithmetic is bound and checked (`knowledge.coverage`), audited once:
+        an open store never changes, and the audit of every worked example is not free."""
+        from knowledge.coverage import coverage
+        return coverage(self.all("case"), self.all("derivation"))
 
     # ------------------------------------------------------------------ reads
     def get(self, kind: str, ident: str) -> dict | None:

@@ -11,7 +11,6 @@ from api.queries import CaseQuery, ClaimQuery, DerivationQuery, GlossaryQuery
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound, page
 from api.service import case_refs
-from knowledge.coverage import coverage
 from knowledge.store import Store
 
 router = APIRouter(tags=["cases"])
@@ -61,7 +60,7 @@ def get_derivation(case_slug: Slug, name: Annotated[str, Path(min_length=1, max_
                         "and how many a passing, rule-conforming check reads; each unbound example with its reason; "
                         "families still without a calculator.")
 def get_coverage(store: Store = Depends(get_store)):
-    return coverage(store.all("case"), store.all("derivation"))
+    return store.coverage
 
 
 @router.get("/glossary", response_model=S.Page[S.Glossary], summary="List glossary entries",

@@ -379,39 +379,47 @@ def _bounds(schema: dict | None) -> tuple[float | None, float | None, bool]:
     return lo, hi, integer
 
 
-def sweep_values(current: Any, schema: dict | None) -> list[float] | None:
-    """Points around `current` for a sweep preview: 0..1 for a fraction, ×1/8..×8 otherwise."""
+FRACTION_POINTS = [i / 20 for i in range(21)]
+
+
+def _sweep_centre(current: Any, schema: dict | None) -> tuple[float | None, float | None, float | None, bool, bool]:
+    """(current value, lower bound, upper bound, integer?, fraction?) of a field a sweep preview varies."""
     lo, hi, integer = _bounds(schema)
     if isinstance(current, list):
         current = current[0] if current else None
-    v = _num(current)
-    if lo is not None and lo >= 0 and hi is not None and hi <= 1 and not integer:
-        return [i / 20 for i in range(21)]
+    fraction = lo is not None and lo >= 0 and hi is not None and hi <= 1 and not integer
+    return _num(current), lo, hi, integer, fraction
+
+
+def _within(raw: list[float], lo: float | None, hi: float | None, integer: bool) -> list[float] | None:
+    """The distinct points of `raw` inside the bounds (ints for an integer field); None under two."""
+    out = []
+    for r in raw:
+        if (lo is not None and r < lo) or (hi is not None and r > hi) or r in out:
+            continue
+        out.append(int(r) if integer else r)
+    return out if len(out) >= 2 else None
+
+
+def sweep_values(current: Any, schema: dict | None) -> list[float] | None:
+    """Points around `current` for a sweep preview: 0..1 for a fraction, ×1/8..×8 otherwise."""
+    v, lo, hi, integer, fraction = _sweep_centre(current, schema)
+    if fraction:
+        return list(FRACTION_POINTS)
     if v is None or v <= 0:
         return None
     raw = [v * 2.0 ** k for k in range(-3, 4)]
     if integer:
         raw = [float(max(1, round(r))) for r in raw]
-    out = []
-    for r in raw:
-        if lo is not None and r < lo:
-            continue
-        if hi is not None and r > hi:
-            continue
-        if r not in out:
-            out.append(int(r) if integer else r)
-    return out if len(out) >= 2 else None
+    return _within(raw, lo, hi, integer)
 
 
 def linear_sweep_values(current: Any, schema: dict | None, steps: int = 8) -> list[float] | None:
     """Evenly spaced points from current/4 to 2 × current (the current value among them), for a chart
     with a linear x axis: 0..1 for a fraction; None when there is no positive current value."""
-    lo, hi, integer = _bounds(schema)
-    if isinstance(current, list):
-        current = current[0] if current else None
-    v = _num(current)
-    if lo is not None and lo >= 0 and hi is not None and hi <= 1 and not integer:
-        return [i / 20 for i in range(21)]
+    v, lo, hi, integer, fraction = _sweep_centre(current, schema)
+    if fraction:
+        return list(FRACTION_POINTS)
     if v is None or v <= 0:
         return None
     step = v / 4
@@ -422,12 +430,7 @@ def linear_sweep_values(current: Any, schema: dict | None, steps: int = 8) -> li
         raw = [float(round(r)) for r in raw]
     if not any(math.isclose(r, v, rel_tol=1e-9) for r in raw):
         raw = sorted(set(raw) | {v})
-    out = []
-    for r in raw:
-        if (lo is not None and r < lo) or (hi is not None and r > hi) or r in out:
-            continue
-        out.append(int(r) if integer else r)
-    return out if len(out) >= 2 else None
+    return _within(raw, lo, hi, integer)
 
 
 def derived_bodies(chart: Chart, body: dict, field_schema: dict | None, max_elements: int = 4) -> list[tuple[str, dict, float | None]]:

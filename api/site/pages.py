@@ -16,7 +16,6 @@ from api.site.format import cited_sources
 from api.site.render import distinct, page_router, pager, render, store_of, twin
 from api.urls import urls
 from calculators.registry import REGISTRY
-from knowledge.coverage import coverage
 from knowledge.records.book import Claim
 from knowledge.store import Store
 
@@ -28,7 +27,7 @@ def coverage_page(request: Request) -> HTMLResponse:
     """How many of the book's worked examples a calculator recomputes and how many printed numbers a check reads,
     by family and by case, with the reason of each unbound example."""
     store = store_of(request)
-    cov = coverage(store.all("case"), store.all("derivation"))
+    cov = store.coverage
     return render(request, "coverage.html.j2", title="Coverage", twin=urls.api_coverage(), cov=cov,
                   registered=sorted(REGISTRY))
 
