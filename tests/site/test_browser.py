@@ -73,17 +73,23 @@ def server(built_db, tmp_path_factory):
             proc.wait(timeout=5)
 
 
-@pytest.fixture(scope="module")
-def browser():
+def launched(args: list[str]):
+    """Headless Chromium under Playwright with `args` (a generator for fixtures to `yield from`); a browser
+    that is installed but does not start fails the test."""
     pw = sync_api.sync_playwright().start()
     try:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=args, headless=True)
     except sync_api.Error as exc:  # pragma: no cover - a broken browser install
         pw.stop()
         pytest.fail(f"Chromium at {CHROMIUM} is installed but did not start: {exc}")
     yield b
     b.close()
     pw.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    yield from launched(ARGS)
 
 
 @pytest.fixture()

@@ -148,17 +148,7 @@ document.addEventListener('securitypolicyviolation',
 
 @pytest.fixture(scope="module")
 def offline_browser():
-    from playwright import sync_api
-
-    pw = sync_api.sync_playwright().start()
-    try:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=[*ARGS, OFFLINE], headless=True)
-    except sync_api.Error as exc:  # pragma: no cover - a broken browser install
-        pw.stop()
-        pytest.fail(f"Chromium at {CHROMIUM} is installed but did not start: {exc}")
-    yield b
-    b.close()
-    pw.stop()
+    yield from live.launched([*ARGS, OFFLINE])
 
 
 @pytest.fixture()
