@@ -174,6 +174,13 @@ class CoverageUnbound(BaseModel):
     reason: Optional[str] = Field(None, description="Why no calculator recomputes it (`unbound_reason`).")
 
 
+class CoverageNotQuantity(BaseModel):
+    id: str
+    entry: str
+    text: str
+    reason: str
+
+
 class CoverageCase(BaseModel):
     slug: str
     title_zh: str
@@ -184,6 +191,11 @@ class CoverageCase(BaseModel):
     checked_numbers: int = Field(0, description="Of those, read by a passing check that follows the rules.")
     excused_numbers: int = Field(0, description="Unread numbers of entries listed in `unchecked` (with a reason).")
     checked_fraction: float = 0.0
+    checked_by: dict[str, int] = Field({}, description="Checked numbers by kind of check: output (a calculator output), "
+                                       "derived (formed from outputs), given (a printed input matched against the request).")
+    printed_words: int = Field(0, description="Printed verdicts and labels (yes/no, a choice) of the bound examples.")
+    checked_words: int = Field(0, description="Of those, checked against a boolean or text output.")
+    not_quantities: list[CoverageNotQuantity] = Field([], description="Printed texts that are no quantity, with the reason.")
     printed_numbers_unbound: int = Field(0, description="Numbers the case's unbound examples print.")
     violations: int = Field(0, description="Rule violations (R1–R4) of the case's examples.")
     unbound: list[CoverageUnbound] = []
@@ -201,6 +213,11 @@ class Coverage(BaseModel):
     checked_numbers: int = Field(0, description="Of those, read by a passing, rule-conforming check.")
     excused_numbers: int = Field(0, description="Unread numbers of `unchecked` entries.")
     checked_fraction: float = Field(0.0, description="checked_numbers / printed_numbers.")
+    checked_by: dict[str, int] = Field({}, description="checked_numbers by kind of check: output, derived (from "
+                                       "outputs), given (printed givens matched against the request).")
+    printed_words: int = Field(0, description="Printed verdicts and labels of the bound examples.")
+    checked_words: int = Field(0, description="Of those, checked against a boolean or text output.")
+    not_quantities: list[CoverageNotQuantity] = Field([], description="Printed texts that are no quantity, with the reason.")
     unbound_without_reason: int = 0
     violations: int = 0
     derivations_with_violations: int = 0

@@ -179,12 +179,14 @@ def _closed_form(stages: list[dict], n: np.ndarray, eff: float, mode: str) -> di
     zero = np.zeros_like(n, dtype=float)
     if mode == "serial":
         total = n * sum(d)
+        start0 = [zero + sum(d[:s], zero) for s in range(S)]  # the first item runs the stages one after another
     else:
-        fwd = []
+        fwd, start0 = [], []
         for s, st in enumerate(stages):
             base = zero
             for dep in st["deps"]:
                 base = np.maximum(base, fwd[dep])
+            start0.append(base)
             fwd.append(base + d[s])
         bwd = [None] * S
         for s in range(S - 1, -1, -1):
@@ -197,7 +199,7 @@ def _closed_form(stages: list[dict], n: np.ndarray, eff: float, mode: str) -> di
             through = fwd[s] + bwd[s] - d[s]
             extra = (n - 1) * d[s] if st["lanes"] == 1 else 0.0
             total = np.maximum(total, through + extra)
-    return {"total": total, "d": d, "busy": [n * x for x in d], "cp": _longest_path(stages, d, zero)}
+    return {"total": total, "d": d, "busy": [n * x for x in d], "cp": _longest_path(stages, d, zero), "start0": start0}
 
 
 def _longest_path(stages: list[dict], d: list[np.ndarray], start) -> np.ndarray:
@@ -286,7 +288,8 @@ def _run(stages: list[dict], n: np.ndarray, mode: str, eff: float, rel_list, fir
     multi = any(st["lanes"] not in (None, 1) for st in stages)
     if not (has_list or has_slots or has_rel or multi):
         r = _closed_form(stages, n, eff, mode)
-        return {"total": r["total"], "busy": r["busy"], "cp": r["cp"], "mean_d": r["d"], "method": "closed form"}
+        return {"total": r["total"], "busy": r["busy"], "cp": r["cp"], "mean_d": r["d"], "start0": r["start0"],
+                "method": "closed form"}
     S = len(stages)
     nmax = int(n.max())
     if nmax * S > MAX_WALK:
@@ -304,12 +307,15 @@ def _run(stages: list[dict], n: np.ndarray, mode: str, eff: float, rel_list, fir
     total = np.array([w["prefix"][p - 1] for p, w in walks]).reshape(n.shape)
     busy = [np.array([w["D"][:p, s].sum() for p, w in walks]).reshape(n.shape) for s in range(S)]
     mean_d = [np.array([w["D"][:p, s].mean() for p, w in walks]).reshape(n.shape) for s in range(S)]
+    # when the first item starts at each stage (e.g. when the device first receives work)
+    start0 = [np.array([w["end"][0, s] - w["D"][0, s] for _, w in walks]).reshape(n.shape) for s in range(S)]
     cps = []
     for p, w in walks:
         rel = _releases(p, rel_list, first_rel, interval) if rel_list is None or p == len(rel_list) else np.zeros(p)
         cols = [w["D"][:p, s] for s in range(S)]
         cps.append(float(_longest_path(stages, cols, rel).max()))
-    return {"total": total, "busy": busy, "cp": np.array(cps).reshape(n.shape), "mean_d": mean_d, "method": "item-by-item timeline"}
+    return {"total": total, "busy": busy, "cp": np.array(cps).reshape(n.shape), "mean_d": mean_d, "start0": start0,
+            "method": "item-by-item timeline"}
 
 
 def _analyse(req: OverlapRequest, stages: list[dict], n: np.ndarray, mode: str, eff: float, rel_list, first_rel, interval,
@@ -353,7 +359,7 @@ def _analyse(req: OverlapRequest, stages: list[dict], n: np.ndarray, mode: str, 
     return {"total": r["total"], "serial": serial, "cp": r["cp"], "bottleneck_work": bott, "lower": lower,
             "busy": r["busy"], "mean_d": r["mean_d"], "per_stage_work": per_stage_work, "resources": resources,
             "period": period, "slots_needed": slots_needed, "staging": staging, "staging_needed": staging_needed,
-            "exposed": exposed, "method": r["method"]}
+            "exposed": exposed, "start0": r["start0"], "method": r["method"]}
 
 
 def _items(req_items, stages: list[dict], rel_list) -> np.ndarray:
@@ -429,6 +435,7 @@ def compute_overlap(req: OverlapRequest, lookup: Lookup) -> Result:
         "resources": {k.removeprefix("stage:"): _out(v) for k, v in a["resources"].items() if not k.startswith("stage:")},
         "stages": stage_rows,
         "exposed_s": {k: _out(v) for k, v in a["exposed"].items()},
+        "first_start_s": {st["name"]: _out(a["start0"][s]) for s, st in enumerate(stages)},
         "staging_bytes": _out(a["staging"]),
         "staging_bytes_needed": _out(a["staging_needed"]),
         "method": a["method"],
@@ -470,6 +477,7 @@ def compute_overlap(req: OverlapRequest, lookup: Lookup) -> Result:
                 "throughput_items_per_s": _out(np.where(t2 > 0, n2 / np.where(t2 > 0, t2, 1.0), np.inf)),
                 "exposed_s": {k: _out(v) for k, v in a2["exposed"].items()},
                 "busy_s": {st["name"]: _out(a2["busy"][s]) for s, st in enumerate(st2)},
+                "first_start_s": {st["name"]: _out(a2["start0"][s]) for s, st in enumerate(st2)},
                 "staging_bytes": _out(a2["staging"]), "staging_bytes_needed": _out(a2["staging_needed"])}
         if req.budget_s is not None:
             item["fits_budget"] = _out(t2 <= req.budget_s)
@@ -531,7 +539,8 @@ CALCULATORS = [
                     "(fill + steady state + drain); with arrivals, per-item times, multi-lane stages or limited slots the "
                     "timeline is walked item by item. The lower bound is max(critical path, busiest resource): stages "
                     "sharing a resource add up their work, dependencies add up time, full overlap takes the max and is only "
-                    "an ideal. `exposed_s` is how much each stage lengthens the makespan (0 = fully hidden). What-ifs patch "
+                    "an ideal. `exposed_s` is how much each stage lengthens the makespan (0 = fully hidden); `first_start_s` is "
+                    "when the first item starts at each stage (when a device first receives work). What-ifs patch "
                     "stages by name. Limits: no contention model beyond the shared-resource bound.",
         request_model=OverlapRequest,
         compute=compute_overlap,

@@ -1,18 +1,24 @@
 """How much of the book's arithmetic is stored, bound to a calculator, and reproduced.
 
 Per case and in total: worked examples stored and bound, the numbers the bound examples print and how many of
-them a passing, rule-conforming check reads (`knowledge.derivations.audit`), and why each unbound example is
-unbound.
+them a passing, rule-conforming check reads (`knowledge.derivations.audit`), split by the kind of check (an output,
+a quantity derived from outputs, a printed given matched against the request), the printed verdicts and labels
+checked, the texts that are no quantity (each with its reason), and why each unbound example is unbound.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
-from knowledge.derivations import audit
+from knowledge.derivations import NUMBER_KINDS, audit
 
 
 def _share(part: int, whole: int) -> float:
     return (part / whole) if whole else 0.0
+
+
+def _kinds(audits: list) -> dict[str, int]:
+    """Checked numbers by the kind of check that reads them (output, derived, given)."""
+    return {k: sum(a.checked_by.get(k, 0) for a in audits) for k in NUMBER_KINDS}
 
 
 def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, bool] | None = None) -> dict:
@@ -39,6 +45,11 @@ def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, b
                "printed_numbers": printed, "checked_numbers": checked,
                "excused_numbers": sum(audits[id(d)].excused_numbers for d in bound),
                "checked_fraction": _share(checked, printed),
+               "checked_by": _kinds([audits[id(d)] for d in bound]),
+               "printed_words": sum(audits[id(d)].printed_words for d in bound),
+               "checked_words": sum(audits[id(d)].checked_words for d in bound),
+               "not_quantities": [{"id": d.get("id") or f"{d['case']}/{d.get('name')}", "entry": k, "text": str(d["printed"][k]),
+                                   "reason": why} for d in bound for k, why in audits[id(d)].not_quantities.items()],
                "printed_numbers_unbound": sum(audits[id(d)].printed_numbers for d in ds if not d.get("calculator")),
                "violations": sum(len(audits[id(d)].violations) for d in ds),
                "unbound": [{"id": d.get("id") or f"{d['case']}/{d.get('name')}", "name": d.get("name"),
@@ -57,6 +68,10 @@ def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, b
         "printed_numbers": printed_total, "checked_numbers": checked_total,
         "excused_numbers": sum(audits[id(d)].excused_numbers for d in bound_all),
         "checked_fraction": _share(checked_total, printed_total),
+        "checked_by": _kinds([audits[id(d)] for d in bound_all]),
+        "printed_words": sum(audits[id(d)].printed_words for d in bound_all),
+        "checked_words": sum(audits[id(d)].checked_words for d in bound_all),
+        "not_quantities": [nq for row in per_case for nq in row["not_quantities"]],
         "unbound_without_reason": sum(1 for d in derivations
                                       if not d.get("calculator") and not (d.get("unbound_reason") or "").strip()),
         "violations": sum(len(a.violations) for a in audits.values()),

@@ -24,6 +24,14 @@ DERIVATIONS = [
      "printed": {"x": "42 ms"}, "unbound_reason": "a quoted measurement, nothing to recompute"},
     {"id": "case-two/c", "case": "case-two", "name": "c", "family": "other", "title": "C",
      "printed": {"y": "1, 2 and 3"}},
+    {"id": "case-two/d", "case": "case-two", "name": "d", "family": "kv_sizing", "title": "D",
+     "printed": {"kv": "144 KiB", "half": "x2.00", "t": "8 tokens", "fits": "yes", "map": "floor(r/2)"},
+     "calculator": "kv-cache", "request": {"model": "tiny-1b", "tokens": 8},
+     "expected": {"bytes_per_token": 147456, "half": 73728, "fits": True},
+     "checks": [CHECK, {"ratio_of": ["bytes_per_token", "half"], "printed": 2, "decimals": 2, "printed_key": "half"},
+                {"given": "tokens", "printed": 8, "decimals": 1, "printed_key": "t"},
+                {"path": "fits", "verdict": True, "printed_key": "fits"}],
+     "not_quantities": {"map": "an index formula"}},
 ]
 
 
@@ -37,11 +45,17 @@ def test_coverage_counts_printed_and_checked_numbers_per_case():
     assert one["unbound"] == [{"id": "case-one/b", "name": "b", "title": "B", "family": "other",
                                "reason": "a quoted measurement, nothing to recompute"}]
     assert one["violations"] == 1  # R1: 1.125 GiB is read by no check
-    assert (two["stored"], two["bound"], two["printed_numbers"], two["checked_numbers"]) == (1, 0, 0, 0)
+    assert (two["stored"], two["bound"], two["printed_numbers"], two["checked_numbers"]) == (2, 1, 3, 3)
+    assert two["checked_by"] == {"output": 1, "derived": 1, "given": 1}
+    assert (two["printed_words"], two["checked_words"]) == (1, 1)
+    assert two["not_quantities"] == [{"id": "case-two/d", "entry": "map", "text": "floor(r/2)", "reason": "an index formula"}]
     assert two["unbound"][0]["reason"] is None and two["printed_numbers_unbound"] == 3
-    assert (cov["bound"], cov["derivations"], cov["bound_fraction"]) == (1, 3, pytest.approx(1 / 3))
-    assert (cov["printed_numbers"], cov["checked_numbers"], cov["excused_numbers"]) == (3, 1, 1)
-    assert cov["checked_fraction"] == pytest.approx(1 / 3)
+    assert (cov["bound"], cov["derivations"], cov["bound_fraction"]) == (2, 4, pytest.approx(1 / 2))
+    assert (cov["printed_numbers"], cov["checked_numbers"], cov["excused_numbers"]) == (6, 4, 1)
+    assert cov["checked_by"] == {"output": 2, "derived": 1, "given": 1}
+    assert (cov["printed_words"], cov["checked_words"]) == (1, 1)
+    assert [nq["entry"] for nq in cov["not_quantities"]] == ["map"]
+    assert cov["checked_fraction"] == pytest.approx(4 / 6)
     assert cov["unbound_without_reason"] == 1
     assert (cov["violations"], cov["derivations_with_violations"]) == (2, 2)
 
@@ -52,6 +66,7 @@ def test_coverage_keeps_its_existing_fields():
             "families_without_calculator", "families", "reproduced"} <= set(cov)
     assert {"slug", "title_zh", "stored", "bound", "families_unbound", "reproduced"} <= set(cov["per_case"][0])
     assert cov["reproduced"] == 1 and cov["families_without_calculator"] == ["other"]
+    assert {"checked_by", "printed_words", "checked_words", "not_quantities"} <= set(cov) & set(cov["per_case"][0])
 
 
 def _cli(*args):
@@ -73,6 +88,12 @@ def test_cli_coverage_prints_numbers_checked_per_case_and_in_total():
     assert sum(r["checked_numbers"] for r in cov["per_case"]) == cov["checked_numbers"]
     assert sum(len(r["unbound"]) for r in cov["per_case"]) == cov["derivations"] - cov["bound"]
     assert f"{cov['checked_numbers']} ({100 * cov['checked_fraction']:.1f} %)" in out
+    by = cov["checked_by"]
+    assert sum(by.values()) == cov["checked_numbers"]
+    assert (f"checked against outputs: {by['output']}   derived from outputs: {by['derived']}   "
+            f"printed givens matched: {by['given']}") in out
+    assert f"verdicts and labels checked: {cov['checked_words']} of {cov['printed_words']}" in out
+    assert [f"not a quantity: {nq['id']} {nq['entry']}" in out for nq in cov["not_quantities"]] == [True] * len(cov["not_quantities"])
     unbound = [u for r in cov["per_case"] for u in r["unbound"]]
     if unbound:
         assert unbound[0]["id"] in out
@@ -100,8 +121,25 @@ def test_coverage_page_shows_numbers_checked_and_unbound_reasons(client):
     assert "Printed numbers checked" in html and "Unbound examples and why" in html
     assert f"{cov['checked_numbers']} of {cov['printed_numbers']}" in html
     assert f"{cov['checked_fraction'] * 100:.1f} %" in html
+    by = cov["checked_by"]
+    assert (f"{by['output']} against a calculator output,\n    {by['derived']} derived from outputs (a ratio, difference or "
+            f"sum of them), {by['given']} printed givens matched against the request") in html
+    assert f"{cov['checked_words']} of {cov['printed_words']} (a yes/no" in html
+    assert [nq["reason"] in html for nq in cov["not_quantities"]] == [True] * len(cov["not_quantities"])
     for u in [u for row in cov["per_case"] for u in row["unbound"]][:5]:
         assert u["id"] in html
         if u["reason"]:
             from markupsafe import escape
             assert str(escape(u["reason"])) in html
+
+
+def test_the_book_is_fully_checked():
+    """Issue 15's bar: every printed number of a bound example is checked (none excused), ≥ 90 % bound, 0 violations."""
+    from knowledge.loader import load_catalog
+
+    cat = load_catalog().records
+    cov = coverage(cat["case"], cat["derivation"])
+    assert cov["bound_fraction"] >= 0.9
+    assert (cov["checked_numbers"], cov["excused_numbers"], cov["violations"]) == (cov["printed_numbers"], 0, 0)
+    assert cov["checked_words"] == cov["printed_words"]
+    assert sum(cov["checked_by"].values()) == cov["checked_numbers"] and cov["checked_by"]["given"] < cov["checked_by"]["output"]

@@ -40,6 +40,14 @@ def values(text):
     ("no (labels only)", []),
     (12.5, [12.5]),
     (3, [3]),
+    ("7/3", [7 / 3]),
+    ("-1/7", [-1 / 7]),
+    ("p > 15/19", [15 / 19]),
+    ("yes (128/8)", [16]),
+    ("96 / 0 MiB", [96, 0]),
+    ("1,536 / 4,608", [1536, 4608]),
+    ("16 GB/s", [16]),
+    ("capacity x3.33, traffic /1.98", [3.33, 1.98]),
 ])
 def test_parse_numbers(text, want):
     assert values(text) == pytest.approx(want)
@@ -49,6 +57,12 @@ def test_parse_numbers(text, want):
                                             ("2.50 s", 2), ("4.02e+22", -20), ("6.04e8", -6)])
 def test_parse_numbers_decimal_places(text, decimals):
     assert parse_numbers(text)[0].decimals == decimals
+
+
+def test_a_fraction_is_one_exact_number():
+    (n,) = parse_numbers("341/256")
+    assert n.fraction and n.value == 341 / 256 and n.decimals == 9
+    assert not parse_numbers("1.332")[0].fraction
 
 
 def bound(printed, checks, expected=None, request=None, **extra):
@@ -276,3 +290,159 @@ def test_an_offset_reads_a_ratio_as_a_printed_percentage_gain():
     assert printed_matches(1.2222, 22, scale=0.01, decimals=0, offset=1)
     assert not printed_matches(1.2622, 22, scale=0.01, decimals=0, offset=1)
     assert not printed_matches(1.2222, 22, scale=0.01, decimals=0)      # without the offset it is 122
+
+
+# ---------------------------------------------------------------------------- fractions, derived, givens, verdicts, labels
+
+from knowledge.derivations import check_kind, evaluate, parse_verdict, printed_checks, resolve_path  # noqa: E402
+
+
+def test_a_printed_fraction_is_checked_whole_and_exactly():
+    d = bound({"p": "p > 15/19"}, [{"path": "x", "printed": "15/19", "decimals": 9}], expected={"x": 15 / 19})
+    assert rules(d) == [] and audit(d).checked_numbers == 1
+    d["checks"][0]["decimals"] = 4  # 15/19 is exact: four decimals would accept 0.78945
+    assert rules(d) == ["R2"] and audit(d).checked_numbers == 0
+    d["checks"][0] = {"path": "x", "printed": "15/19", "rel": 1e-4}
+    assert rules(d) == ["R2"]
+    d = bound({"p": "p > 15/19"}, [{"path": "x", "printed": "15/19", "decimals": 9}], expected={"x": 0.79})
+    assert rules(d) == ["R2"]
+
+
+def test_a_derived_ratio_of_two_outputs():
+    exp = {"a": 81920, "b": 24576}
+    chk = {"ratio_of": ["a", "b"], "printed": 3.33, "decimals": 2, "printed_key": "r"}
+    d = bound({"r": "capacity x3.33"}, [chk], expected=exp)
+    assert check_kind(chk) == "derived" and rules(d) == []
+    assert audit(d).checked_by == {"output": 0, "derived": 1, "given": 0}
+    assert rules(bound({"r": "capacity x3.34"}, [{**chk, "printed": 3.34}], expected=exp)) == ["R2"]
+
+
+def test_a_derived_check_nests_and_reads_stated_request_fields():
+    request = {"model": "tiny-1b", "tokens": 8, "retrieval_s": 0.2}
+    chk = {"difference_of": [{"sum_of": ["t", "request:retrieval_s"]}, 0.01], "printed": 310, "scale": 0.001,
+           "decimals": 0, "printed_key": "total"}
+    d = bound({"total": "310 ms"}, [chk], expected={"t": 0.12}, request=request)
+    assert evaluate(d, chk).value == pytest.approx(0.31) and rules(d) == []
+
+
+def test_a_derived_check_needs_a_real_output():
+    request = {"model": "tiny-1b", "tokens": 8}
+    only_givens = {"product_of": ["request:tokens", 2], "printed": 16, "decimals": 1, "printed_key": "n"}
+    assert rules(bound({"n": "16"}, [only_givens], expected={"x": 1.0}, request=request)) == ["R3"]
+    echo = {"product_of": ["tokens", 2], "printed": 16, "decimals": 1, "printed_key": "n"}
+    assert rules(bound({"n": "16"}, [echo], expected={"tokens": 8}, request=request)) == ["R3"]
+
+
+def test_a_derived_check_with_a_missing_operand_or_zero_divisor():
+    d = bound({"r": "2"}, [{"ratio_of": ["a", "nope"], "printed": 2, "decimals": 1}], expected={"a": 2.0})
+    assert rules(d) == ["R2"] and "nope" in audit(d).violations[0][1]
+    d = bound({"r": "2"}, [{"ratio_of": ["a", "z"], "printed": 2, "decimals": 1}], expected={"a": 2.0, "z": 0.0})
+    assert rules(d) == ["R2"] and "zero" in audit(d).violations[0][1]
+
+
+def test_a_given_matches_the_request_and_counts_apart():
+    request = {"model": "tiny-1b", "tokens": 8, "window_s": 360000}
+    chk = {"given": "window_s", "printed": 360000, "decimals": 0, "printed_key": "C"}
+    d = bound({"C": "360,000 GPU·s", "kv": "144 KiB"}, [chk, GOOD["checks"][0]], request=request)
+    a = audit(d)
+    assert a.violations == [] and a.checked_by == {"output": 1, "derived": 0, "given": 1}
+    d["request"] = {**request, "window_s": 36000}  # a typo in the request (or in the book's text) fails
+    assert rules(d) == ["R2"] and audit(d).checked_by["given"] == 0
+    assert rules(bound({"C": "1"}, [{"given": "nope", "printed": 1, "decimals": 1}], request=request)) == ["R2"]
+
+
+@pytest.mark.parametrize("text, says", [("yes", True), ("no", False), ("no (256 > 240)", False), ("yes (128/8)", True),
+                                        ("two A's infeasible", False), ("holds the backlog (payload only)", True),
+                                        ("no (4 KV heads cannot split over TP=8 without replication)", False),
+                                        ("16 workers", None), ("CPU cast", None)])
+def test_parse_verdict(text, says):
+    assert parse_verdict(text) is says
+
+
+def test_a_verdict_reads_a_boolean_output_and_the_printed_yes_no():
+    chk = {"path": "fits", "verdict": False, "printed_key": "ok"}
+    d = bound({"ok": "no (256 > 240)", "kv": "144 KiB"}, [chk, GOOD["checks"][0]],
+              expected={"fits": False, "bytes_per_token": 147456})
+    # 256 and 240 are numbers of the entry: the verdict alone does not read them
+    assert rules(d) == ["R1", "R1"]
+    d = bound({"ok": "no", "kv": "144 KiB"}, [chk, GOOD["checks"][0]], expected={"fits": False, "bytes_per_token": 147456})
+    a = audit(d)
+    assert a.violations == [] and (a.printed_words, a.checked_words) == (1, 1)
+    d["expected"]["fits"] = True  # the output says yes, the book no
+    assert rules(d) == ["R2"] and audit(d).checked_words == 0
+    d["expected"]["fits"] = False
+    d["printed"]["ok"] = "yes"  # the check declares no, the text says yes
+    assert rules(d) == ["R1"]
+    d["printed"]["ok"] = "maybe"
+    assert rules(d) == ["R1"]
+    d = bound({"ok": "no"}, [{"path": "n", "verdict": False, "printed_key": "ok"}], expected={"n": 3})
+    assert rules(d) == ["R2"]  # a number is no verdict
+
+
+def test_a_verdict_from_a_comparison_of_outputs():
+    exp = {"replication_factor": 2.0, "experts_per_rank": 16.0}
+    no = {"at_most": ["replication_factor", 1], "verdict": False, "printed_key": "kv"}
+    yes = {"whole": "experts_per_rank", "verdict": True, "printed_key": "ex"}
+    d = bound({"kv": "no", "ex": "yes"}, [no, yes], expected=exp)
+    assert rules(d) == [] and audit(d).checked_words == 2
+    d["expected"] = {"replication_factor": 1.0, "experts_per_rank": 16.5}
+    assert rules(d) == ["R2", "R2"]
+    assert rules(bound({"kv": "no"}, [{"at_most": [3, 1], "verdict": False, "printed_key": "kv"}], expected=exp)) == ["R2"]
+
+
+def test_a_label_reads_a_text_output_or_the_smallest_of_outputs():
+    exp = {"cpu": 6.166e-3, "gpu": 6.493e-3, "cheapest": "B16"}
+    pick = {"min_of": {"CPU cast": "cpu", "GPU cast": "gpu"}, "label": "CPU cast", "printed_key": "faster"}
+    named = {"path": "cheapest", "label": "B16", "shown_as": "sixteen workers", "printed_key": "choice"}
+    d = bound({"faster": "CPU cast", "choice": "sixteen workers"}, [pick, named], expected=exp)
+    assert rules(d) == [] and audit(d).checked_words == 2
+    d["expected"] = {**exp, "cpu": 7e-3, "cheapest": "B4"}
+    assert rules(d) == ["R2", "R2"]
+    d = bound({"faster": "GPU cast"}, [pick], expected=exp)
+    assert rules(d) == ["R1"]  # the book's words do not show the label
+
+
+def test_verdict_and_label_checks_name_their_entry():
+    assert rules(bound({"ok": "yes"}, [{"path": "fits", "verdict": True}], expected={"fits": True})) == ["R1", "R1"]
+
+
+def test_not_quantities_need_a_reason_and_a_text_that_is_no_number():
+    d = bound({"kv": "144 KiB", "r": "floor(r/2)"}, GOOD["checks"],
+              not_quantities={"r": "an index formula, not a quantity"})
+    a = audit(d)
+    assert a.violations == [] and a.printed_numbers == 1 and a.not_quantities == {"r": "an index formula, not a quantity"}
+    assert rules(bound({"kv": "144 KiB", "r": "12000"}, GOOD["checks"], not_quantities={"r": "hidden"})) == ["R1", "R1"]
+    assert rules(bound({"kv": "144 KiB", "r": "floor(r/2)"}, GOOD["checks"], not_quantities={"r": " "})) == ["R1", "R1"]
+    assert rules(bound({"kv": "144 KiB"}, GOOD["checks"], not_quantities={"nope": "x"})) == ["R1"]
+
+
+def test_printed_checks_evaluate_every_kind():
+    request = {"model": "tiny-1b", "tokens": 8}
+    d = bound({"kv": "144 KiB", "r": "2", "t": "8", "ok": "yes"},
+              [GOOD["checks"][0], {"ratio_of": ["bytes_per_token", "half"], "printed": 2, "decimals": 1},
+               {"given": "tokens", "printed": 8, "decimals": 1}, {"path": "fits", "verdict": True, "printed_key": "ok"}],
+              expected={"bytes_per_token": 147456, "half": 73728, "fits": True}, request=request)
+    assert [c.ok for c in printed_checks(d)] == [True, True, True, True]
+    d["expected"]["fits"] = False
+    assert [c.ok for c in printed_checks(d)] == [True, True, True, False]
+
+
+def test_resolve_path_reads_numpy_arrays():
+    import numpy as np
+    outputs = {"a": np.array([1.0, 2.5]), "b": [{"c": np.float64(3.0)}], "f": np.array([True, False])}
+    assert resolve_path(outputs, "a.1") == 2.5 and type(resolve_path(outputs, "b.0.c")) is float
+    assert resolve_path(outputs, "f.0") is True and resolve_path(outputs, "a") == [1.0, 2.5]
+
+
+def test_check_record_takes_the_new_kinds_and_refuses_two_sources():
+    from pydantic import ValidationError
+
+    from knowledge.records.book import Check
+
+    assert Check.model_validate({"path": "a", "printed": "7/3"}).printed == "7/3"
+    assert Check.model_validate({"ratio_of": ["a", {"sum_of": ["b", 1]}], "printed": 2}).ratio_of[1] == {"sum_of": ["b", 1]}
+    assert Check.model_validate({"path": "ok", "verdict": False, "printed_key": "x"}).verdict is False
+    with pytest.raises(ValidationError, match="exactly one"):
+        Check.model_validate({"path": "a", "given": "b", "printed": 1})
+    with pytest.raises(ValidationError, match="printed"):
+        Check.model_validate({"path": "a"})

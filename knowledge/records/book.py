@@ -1,7 +1,7 @@
 """Records about the book and the ecosystem: frameworks, cases, derivations, glossary, audited claims."""
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Optional
+from typing import Annotated, Any, ClassVar, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -95,11 +95,13 @@ class Case(Record):
 
 
 class Check(BaseModel):
-    """A printed number of the book against the expected output, at the book's rounding."""
+    """A printed number, verdict or label of the book against what the calculator returns (see
+    `knowledge.derivations.check_kind`): an output, a quantity derived from outputs, a given, a verdict or a label."""
 
     model_config = ConfigDict(extra="allow")
-    path: Text
-    printed: float
+    path: Optional[Text] = Field(None, description="The output path (in `expected`) an output, verdict or label check reads.")
+    printed: Optional[Union[float, str]] = Field(None, description="The number the book prints (a fraction as text: "
+                                                 "'7/3'); not for verdict and label checks.")
     scale: float = 1
     decimals: Optional[int] = None
     rel: Optional[float] = None
@@ -109,6 +111,38 @@ class Check(BaseModel):
                           "'+22 %' with offset 1 and scale 0.01.")
     coarse: Optional[str] = Field(None, description="Why a tolerance wider than 5 % of the printed value is right "
                                   "(the book rounds coarser than that and our exact value differs by more).")
+    ratio_of: Optional[list[Any]] = Field(None, description="Derived: output path a / output path b (an operand "
+                                          "`request:<path>` is a stated request field).")
+    difference_of: Optional[list[Any]] = Field(None, description="Derived: a − b of outputs (or `request:<path>`).")
+    sum_of: Optional[list[Any]] = Field(None, description="Derived: the sum of outputs (or `request:<path>`).")
+    product_of: Optional[list[Any]] = Field(None, description="Derived: the product of outputs (or `request:<path>`).")
+    given: Optional[str] = Field(None, description="A given: the request path whose value the book prints (counted "
+                                 "apart from output checks).")
+    verdict: Optional[bool] = Field(None, description="A verdict: the boolean output at `path` and the printed "
+                                    "text's yes/no must both be this.")
+    label: Optional[str] = Field(None, description="A label: the text output at `path` (or the name picked by "
+                                 "`min_of`/`max_of`) equals it, and the printed text shows it.")
+    shown_as: Optional[str] = Field(None, description="The printed words for the label when they differ from the "
+                                    "output's name (the candidate B16 printed as '16 workers').")
+    min_of: Optional[dict[str, str]] = Field(None, description="Label of the smallest of these outputs (label → path).")
+    max_of: Optional[dict[str, str]] = Field(None, description="Label of the largest of these outputs (label → path).")
+    at_most: Optional[list[Any]] = Field(None, description="Verdict: operand a <= operand b (outputs, `request:<path>`, constants).")
+    at_least: Optional[list[Any]] = Field(None, description="Verdict: operand a >= operand b.")
+    whole: Optional[Any] = Field(None, description="Verdict: the operand is a whole number (an even split).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Check":
+        sources = [n for n in ("path", "ratio_of", "difference_of", "sum_of", "product_of", "given", "min_of", "max_of",
+                               "at_most", "at_least", "whole") if getattr(self, n) is not None]
+        problems: Problems = []
+        if len(sources) != 1:
+            problems.append(("path", f"a check reads exactly one of path, ratio_of, difference_of, sum_of, "
+                                     f"product_of, given, min_of, max_of, at_most, at_least, whole (here: {', '.join(sources) or 'none'})"))
+        if self.verdict is None and self.label is None and self.printed is None:
+            problems.append(("printed", "a numeric check needs the printed number"))
+        if problems:
+            raise refuse(*problems)
+        return self
 
 
 class Derivation(Record):
@@ -130,6 +164,9 @@ class Derivation(Record):
     unbound_reason: Optional[str] = Field(None, description="Why no calculator recomputes this example (unbound only).")
     unchecked: dict[str, str] = Field({}, description="`printed` entries of a bound example that no check reads, "
                                       "each with the reason (a label, a quoted measurement, a number with no output).")
+    not_quantities: dict[str, str] = Field({}, description="`printed` entries whose text is no quantity (an index "
+                                           "formula such as floor(r/2)), each with the reason; their digits are not "
+                                           "counted as printed numbers.")
 
     @model_validator(mode="after")
     def _bound(self) -> "Derivation":

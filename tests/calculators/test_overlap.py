@@ -196,3 +196,42 @@ def test_empty_release_times_and_out_of_range_bounds_are_refused():
         with pytest.raises(ValidationError):
             tl({**TILE, **bad})
     assert tl({**TILE, "release_times_s": [0.0] * 8})["total_s"] == pytest.approx(tl(TILE)["total_s"])
+
+
+# --------------------------------------------------------------------------- when the first item starts at each stage
+
+GROUPED = {"stages": [{"name": "cpu", "duration_s": 8 * US}, {"name": "device", "duration_s": 4 * US}], "items": 4,
+           "first_release_s": 4 * US, "release_interval_s": 4 * US,
+           "what_if": [{"label": "groups of 2", "items": 2, "first_release_s": 8 * US, "release_interval_s": 8 * US,
+                        "stages": {"cpu": {"duration_s": 9 * US}, "device": {"duration_s": 8 * US}}},
+                       {"label": "one group of 4", "items": 1, "first_release_s": 16 * US,
+                        "stages": {"cpu": {"duration_s": 11 * US}, "device": {"duration_s": 16 * US}}}]}
+
+
+def test_first_issue_times_of_grouped_submission():
+    """The book's grouped submission: the device first receives work at 12, 17 and 27 µs."""
+    o = tl(GROUPED)
+    assert o["first_start_s"]["cpu"] == pytest.approx(4 * US) and o["first_start_s"]["device"] == pytest.approx(12 * US)
+    assert [w["first_start_s"]["device"] for w in o["what_if"]] == pytest.approx([17 * US, 27 * US])
+
+
+def test_first_start_closed_form_serial_and_walk_agree():
+    stages = [{"name": "load", "duration_s": 2.0}, {"name": "compute", "duration_s": 3.0},
+              {"name": "store", "duration_s": 1.0, "after": ["load"]}]
+    closed = tl({"stages": stages, "items": [1, 5]})
+    assert closed["method"] == "closed form"
+    assert closed["first_start_s"] == {"load": [0.0, 0.0], "compute": [2.0, 2.0], "store": [2.0, 2.0]}
+    walked = tl({"stages": stages, "items": 5, "release_times_s": [0, 0, 0, 0, 0]})
+    assert walked["method"] == "item-by-item timeline"
+    assert walked["first_start_s"] == pytest.approx({"load": 0.0, "compute": 2.0, "store": 2.0})
+    serial = tl({"stages": stages, "items": 3, "mode": "serial"})
+    assert serial["first_start_s"] == pytest.approx({"load": 0.0, "compute": 2.0, "store": 5.0})
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.lists(st.floats(0.0, 5.0), min_size=1, max_size=4), release=st.floats(0.0, 3.0))
+def test_first_start_is_the_arrival_plus_the_chain_before_it(d, release):
+    stages = [{"name": f"s{i}", "duration_s": x} for i, x in enumerate(d)]
+    o = tl({"stages": stages, "items": 3, "first_release_s": release})
+    starts = [o["first_start_s"][f"s{i}"] for i in range(len(d))]
+    assert starts == pytest.approx([release + sum(d[:i]) for i in range(len(d))], abs=1e-12)
