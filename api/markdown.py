@@ -2,7 +2,8 @@
 
 Values are rendered as Markdown, never as Python reprs: the headline first, scalars with their unit (read from the
 key's SI suffix: `_bytes`, `_s`, `_usd`, …), booleans as yes/no, null as "—", lists of records as tables, nested
-objects as nested lists, long lists summarised.
+objects as nested lists, long lists summarised. A sweep's outputs arrive as NumPy arrays (they stay arrays until
+the wire): a long one is summarised from the array itself, never converted whole.
 """
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.requests import Request
 
 from calculators import headline_format as hf
-from calculators.core import num
+from calculators.core import jsonable, num
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
@@ -97,6 +99,10 @@ def scalar(value: Any, key: str | None = None) -> str:
 
 def inline(value: Any, key: str | None = None) -> str:
     """Any value on one line (for table cells and list items): lists joined, objects as `k: v; …`."""
+    if isinstance(value, (np.ndarray, np.generic)):
+        if isinstance(value, np.ndarray) and value.ndim == 1 and value.size > MAX_LIST and value.dtype.kind in "fiu":
+            return _array_summary(value, key)
+        return inline(jsonable(value), key) if isinstance(value, np.ndarray) else scalar(jsonable(value), key)
     if isinstance(value, dict):
         if not value:
             return "—"
@@ -120,6 +126,16 @@ def _scalar_list(values: list, key: str | None) -> str:
     text = f"{len(values):,} values: {scalar(values[0], key)} … {scalar(values[-1], key)}"
     if len(numeric) > 1:
         text += f" (min {scalar(min(numeric), key)}, max {scalar(max(numeric), key)})"
+    return text
+
+
+def _array_summary(values: np.ndarray, key: str | None) -> str:
+    """A long numeric sweep as `_scalar_list` writes a long list (count, first … last, min and max of the finite
+    values), read from the array."""
+    text = f"{values.size:,} values: {scalar(jsonable(values[0]), key)} … {scalar(jsonable(values[-1]), key)}"
+    finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
+    if finite.size > 1:
+        text += f" (min {scalar(float(finite.min()), key)}, max {scalar(float(finite.max()), key)})"
     return text
 
 

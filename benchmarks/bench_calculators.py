@@ -6,7 +6,9 @@ plain Python loop of scalar calls (on a sample, per point), and the speed-up. Th
 configuration comparison (Qwen3-8B on H100 SXM: batch × context × KV bits) of NumPy against a
 plain-Python loop of the same formulas, and a 100,000-point kv-cache sweep answered over HTTP.
 
-Run: `.venv/bin/python benchmarks/bench_calculators.py` (figures vary with machine load).
+Run: `.venv/bin/python benchmarks/bench_calculators.py` (figures vary with machine load). The same 10,000-configuration
+grid answered by the roofline calculator, in-process and over HTTP, beside the peers' per-configuration loops:
+`benchmarks/bench_grid.py`.
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Callable, Iterable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 #: Largest number of points a single sweep may broadcast to (documented in the API).
@@ -143,12 +144,40 @@ Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 PosInt = Annotated[int, Field(ge=1, le=10**15)]
 NonNegInt = Annotated[int, Field(ge=0, le=10**15)]
 
+
+class Points(list):
+    """The validated list of a swept field: a plain list to everything that reads it (JSON, model_dump,
+    `isinstance(v, list)`), which NumPy converts once per dtype and then copies: the several places of a
+    calculator that broadcast the same 100,000 points don't each convert 100,000 Python numbers."""
+
+    __slots__ = ("_arrays",)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """The points as an array (a fresh copy unless `copy=False`, which gets the shared read-only one)."""
+        cache = getattr(self, "_arrays", None)
+        if cache is None or cache[0] != len(self):
+            cache = (len(self), {})
+            self._arrays = cache
+        key = np.dtype(dtype) if dtype is not None else None
+        a = cache[1].get(key)
+        if a is None:
+            a = np.array(list(self), dtype=dtype)
+            a.flags.writeable = False
+            cache[1][key] = a
+        return a if copy is False else a.copy()
+
+
+def _sweep(item: Any) -> Any:
+    """A list of `item` (1 to MAX_LIST_LENGTH of them), validated into `Points`."""
+    return Annotated[list[item], Field(min_length=1, max_length=MAX_LIST_LENGTH), AfterValidator(Points)]
+
+
 # Sweepable variants: a scalar or a list of them.
-PosFloatSweep = PosFloat | Annotated[list[PosFloat], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
-NonNegFloatSweep = NonNegFloat | Annotated[list[NonNegFloat], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
-FractionSweep = Fraction | Annotated[list[Fraction], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
-PosIntSweep = PosInt | Annotated[list[PosInt], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
-NonNegIntSweep = NonNegInt | Annotated[list[NonNegInt], Field(min_length=1, max_length=MAX_LIST_LENGTH)]
+PosFloatSweep = PosFloat | _sweep(PosFloat)
+NonNegFloatSweep = NonNegFloat | _sweep(NonNegFloat)
+FractionSweep = Fraction | _sweep(Fraction)
+PosIntSweep = PosInt | _sweep(PosInt)
+NonNegIntSweep = NonNegInt | _sweep(NonNegInt)
 
 
 class CalcInputError(ValueError):
@@ -236,7 +265,8 @@ def arr(x: Any, dtype: type = float) -> np.ndarray:
 
 
 def is_sweep(*values: Any) -> bool:
-    return any(isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0 for v in values)
+    """Is any of `values` a list or an array of at least one dimension (checked without converting a list)?"""
+    return any(isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim > 0) for v in values)
 
 
 def broadcast(named: dict[str, Any], dtype: type = float) -> dict[str, np.ndarray]:
@@ -259,28 +289,36 @@ def broadcast(named: dict[str, Any], dtype: type = float) -> dict[str, np.ndarra
 
 
 def first(x: Any) -> Any:
-    """The first point of a sweep (or the scalar itself): steps describe this point."""
+    """The first point of a sweep (or the scalar itself) as a Python scalar: steps describe this point. An array
+    gives its first element only; a list of one number type gives its first item without converting the rest."""
+    if isinstance(x, np.ndarray):
+        return x.reshape(-1)[0].item() if x.ndim else x.item()
+    if isinstance(x, list) and x and len(kinds := set(map(type, x))) == 1 and kinds <= {int, float}:
+        return x[0]
     a = np.asarray(x)
     return a.reshape(-1)[0].item() if a.ndim else a.item()
 
 
 def out(x: Any) -> Any:
-    """A NumPy result as JSON-able Python: scalars stay scalars, arrays become lists.
+    """A NumPy result as it is kept until the wire: arrays stay arrays, scalars become Python scalars.
 
-    Non-finite numbers become None (JSON has no NaN/Infinity). Finite float arrays take a fast
-    path (`tolist` once), so a 100,000-point sweep costs milliseconds, not a loop per element."""
+    A sweep's outputs are float64/int64/bool arrays (made contiguous, so the one encoder, orjson with its
+    NumPy option, writes them without a copy and writes NaN/inf as null); 0-d arrays and NumPy scalars
+    become Python numbers (non-finite ones None); text and object arrays, which the encoder cannot write,
+    become lists. Nothing is converted element by element: `jsonable` gives plain Python when a consumer
+    wants it."""
     if isinstance(x, np.ndarray):
         if x.ndim == 0:
             return _py(x.item())
-        if x.dtype.kind == "f":
-            finite = np.isfinite(x)
-            if finite.all():
-                return x.tolist()
-            return np.where(finite, x, None).tolist()
-        if x.dtype.kind in "iub":
+        kind = x.dtype.kind
+        if kind == "f":
+            return x if x.dtype == np.float64 and x.flags.c_contiguous else np.ascontiguousarray(x, dtype=np.float64)
+        if kind in "iub":
+            return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        if kind in "US":
             return x.tolist()
         return [out(v) for v in x.tolist()]
-    if isinstance(x, (np.generic,)):
+    if isinstance(x, np.generic):
         return _py(x.item())
     if isinstance(x, dict):
         return {k: out(v) for k, v in x.items()}
@@ -290,11 +328,37 @@ def out(x: Any) -> Any:
 
 
 def _py(v: Any) -> Any:
+    """A Python scalar for JSON: NaN and ±inf as None (lists from `item()` of object arrays recurse)."""
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return None
     if isinstance(v, list):
         return [out(i) for i in v]
     return v
+
+
+def jsonable(x: Any) -> Any:
+    """`x` as plain Python (dicts, lists, int, float, bool, str, None), the values its JSON holds: arrays
+    become lists (NaN/inf as None, int arrays as ints), NumPy scalars Python scalars. For the consumers that
+    read outputs as Python values (site pages, CLI, derivation checks); the JSON answer never needs it."""
+    if isinstance(x, np.ndarray):
+        if x.ndim == 0:
+            return _py(x.item())
+        kind = x.dtype.kind
+        if kind == "f":
+            finite = np.isfinite(x)
+            return x.tolist() if finite.all() else np.where(finite, x, None).tolist()
+        if kind in "iubUS":
+            return x.tolist()
+        return [jsonable(v) for v in x.tolist()]
+    if isinstance(x, np.generic):
+        return _py(x.item())
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    return x
 
 
 # --------------------------------------------------------------------------- formatting
@@ -413,8 +477,15 @@ def aligned(x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def whole_numbers(a) -> object:
-    """Whole numbers as JSON integers while float64 holds them exactly (larger ones stay floats: JSON integers
-    stop at 64 bits), null where not finite."""
+    """Whole numbers as JSON integers while float64 holds them exactly: an int64 array for a sweep whose every
+    point is finite and below 2^53, a Python int for a scalar; otherwise floats (larger ones: JSON integers stop
+    at 64 bits) with null where not finite."""
     a = np.asarray(a, dtype=float)
-    conv = [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
-    return conv if a.ndim else conv[0]
+    if a.ndim and a.size:
+        if bool(np.all(np.abs(a) < 2**53)):          # False for NaN and ±inf too
+            return a.astype(np.int64).ravel()
+        return [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
+    if not a.ndim:
+        v = float(a)
+        return (int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None
+    return []

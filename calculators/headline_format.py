@@ -36,27 +36,45 @@ _DEC = ((1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 _BIN = ((2**50, "PiB"), (2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
 
 
+def _first_point(x: Any) -> Any:
+    """The first element of a sweep (a list, tuple or array, nested or not), without converting the rest;
+    the value itself when it is not a sweep, None for an empty one."""
+    while True:
+        if isinstance(x, np.ndarray):
+            if x.size == 0:
+                return None
+            return x.reshape(-1)[0] if x.ndim else x[()]
+        if not isinstance(x, (list, tuple)):
+            return x
+        if not x:
+            return None
+        x = x[0]
+
+
 def scalar(x: Any) -> float | None:
-    """The first point of a sweep (or the value itself) as a float; None when absent or not a number."""
+    """The first point of a sweep (or the value itself) as a float; None when absent or not a number. Only that
+    point is read: a 100,000-point output is never converted to find it."""
     if x is None:
         return None
+    v = _first_point(x)
+    if v is None:      # an empty sweep has no point; a null point of a sweep is not a number (as NumPy reads it)
+        return float("nan") if _is_list(x) and len(x) else None
     try:
-        a = np.asarray(x, dtype=float)
+        return float(v)
     except (TypeError, ValueError):
-        try:
-            a = np.asarray([v if v is not None else np.nan for v in np.asarray(x, dtype=object).ravel()], dtype=float)
-        except (TypeError, ValueError):
-            return None
-    if a.size == 0:
         return None
-    return float(a.reshape(-1)[0])
+
+
+def _is_list(v: Any) -> bool:
+    """A list, tuple or array of at least one dimension (a sweep's shape), checked without converting it."""
+    return isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim > 0)
 
 
 def n_points(*values: Any) -> int:
     """How many points a sweep has: the longest list among `values` (1 when all are scalars)."""
     n = 1
     for v in values:
-        if isinstance(v, (list, tuple, np.ndarray)) and np.ndim(v) > 0:
+        if _is_list(v):
             n = max(n, len(v))
     return n
 
@@ -240,7 +258,7 @@ def get(outputs: Any, *path: Any) -> Any:
     for key in path:
         if isinstance(node, dict):
             node = node.get(key)
-        elif isinstance(node, (list, tuple)) and isinstance(key, int) and -len(node) <= key < len(node):
+        elif _is_list(node) and isinstance(key, int) and -len(node) <= key < len(node):
             node = node[key]
         else:
             return None
@@ -252,7 +270,9 @@ def get(outputs: Any, *path: Any) -> Any:
 def first_value(x: Any) -> Any:
     """The first element of a list (any type: bools, strings, dicts), the value itself otherwise."""
     if isinstance(x, np.ndarray):
-        x = x.tolist()
+        if x.size == 0:
+            return None
+        x = (x.reshape(-1)[0] if x.ndim else x[()]).item() if x.dtype.kind != "O" else x.reshape(-1)[0]
     while isinstance(x, (list, tuple)):
         if not x:
             return None

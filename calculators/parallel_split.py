@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from calculators.core import (
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
 )
 from calculators.base import Calculator, Chart
 from calculators.architecture import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
@@ -542,7 +542,7 @@ def _what_ifs(req: ParallelSplitRequest, lookup: Lookup, res: Result, base_i, ba
         label = w.label or ", ".join(f"{k}={v}" for k, v in patch.items()) or f"variant {i + 1}"
         best = o["best"]
         tp_list = req.tp if isinstance(req.tp, list) else [req.tp]
-        as_list = (lambda v: v if isinstance(v, list) else [v])
+        as_list = (lambda v: jsonable(v) if isinstance(v, (list, np.ndarray)) else [v])   # a sweep's outputs are arrays
         variants.append({"label": label, "step_time_s": o["step_time_s"], "memory_time_s": o["memory_time_s"],
                          "comm_time_s": o["comm_time_s"], "fits": o["fits"], "best": best, "why": o["why"],
                          "moved": _moved(tp_list, base_i, best, base_comm, base_mem, as_list(o["comm_time_s"]), as_list(o["memory_time_s"]))})

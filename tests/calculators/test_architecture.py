@@ -6,7 +6,7 @@ import pytest
 
 from calculators.core import CalcInputError
 from calculators.formats import FORMATS
-from calculators.runner import compute as run
+from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 from knowledge.loader import catalog_lookup, default_catalog
 
 CATALOG = default_catalog()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.runner import compute as run  # first: loads every calculator family
+from tests.calculators.plain import compute as run  # first: loads every calculator family (outputs as plain values)
 from calculators.collective import collective_cost  # noqa: E402
 from calculators.core import CalcInputError, UnknownId, no_lookup
 

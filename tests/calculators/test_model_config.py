@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from calculators.registry import REGISTRY
-from calculators.runner import RunError, compute, solve
+from calculators.runner import RunError, solve
+from tests.calculators.plain import compute  # outputs as plain values (sweeps are arrays in a Result)
 
 DATA = Path(__file__).resolve().parents[2] / "knowledge" / "data"
 CONFIGS = DATA / "model-configs"

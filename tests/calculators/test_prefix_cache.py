@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from calculators.core import MIB, CalcInputError, no_lookup
 from calculators.registry import REGISTRY
-from calculators.runner import compute as run
+from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 K3_STATE = {"architecture": {"layer_groups": [
     {"name": "kda", "count": 69, "state_elements": 96 * 128 * 128, "state_heads": 96},
