@@ -1,22 +1,26 @@
 """Calculator endpoints: one POST route per registered calculator, the list, and batch.
 
 Routes are generated from the registry so the OpenAPI document carries each calculator's own
-request schema and an operationId equal to its Python-style name (`kv_cache`).
+request schema and an operationId equal to its Python-style name (`kv_cache`). Every calculation passes the
+cost model of `calculators.limits` before any work (413 over a limit) and a costly one runs in the bounded
+pool of `api.service` (503 with Retry-After when it is full); a batch is also checked as a whole.
 """
+import functools
 import inspect
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Path, Request
-from pydantic import Field, create_model
+from pydantic import Field, ValidationError, create_model
 from starlette.responses import Response
 
 from api import schemas as S
 from api.deps import get_store
 from api.markdown import render_markdown, wants_markdown
-from api.problems import ProblemResponse
+from api.problems import ProblemResponse, problem_body
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound
-from api.service import CalculationFailed, calculate, case_refs
+from api.service import CalculationFailed, calculate, calculate_here, case_refs, in_pool
+from calculators import limits
 from calculators.registry import REGISTRY, Calculator
 from knowledge.store import Store
 
@@ -25,11 +29,31 @@ router = APIRouter(tags=["calculators"])
 MARKDOWN_DOC = {"text/markdown": {"schema": {"type": "string"},
                                   "example": "# kv-cache\n\n| step | formula | … |"}}
 
+#: the errors every calculation may answer for its size or the server's load (beside the app-wide ones)
+LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    413: {"model": S.Problem, "description": "Request body over the size limit, or a calculation over a work limit: "
+          "the problem names the `limit` ({name, env, value}), the request's `cost` (points, variants, series, "
+          "point-evaluations, estimated CPU seconds, memory and answer bytes) and `advice` on how to split it."},
+    503: {"model": S.Problem, "description": "Every calculation thread is busy and the queue is full: retry after "
+          "the seconds in the `Retry-After` header.", "headers": {"Retry-After": {
+              "description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}}},
+}
+
+
+def _problem(exc: CalculationFailed) -> ProblemResponse:
+    return ProblemResponse(exc.body, status_code=exc.status, headers=exc.headers or None)
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_of(model: type) -> dict:
+    """A request model's JSON schema, generated once (pydantic takes ~15 ms per call for the larger ones)."""
+    return model.model_json_schema()
+
 
 def _info(calc: Calculator, store: Store) -> dict:
     return {"name": calc.name, "title": calc.title, "family": calc.family, "summary": calc.summary,
             "description": calc.description or calc.summary, "endpoint": f"/api/v1/calculators/{calc.name}",
-            "request_schema": calc.request_model.model_json_schema(), "example": calc.example,
+            "request_schema": _schema_of(calc.request_model), "example": calc.example,
             "sweepable": list(calc.sweepable), "cases": case_refs(store, calc.cases)}
 
 
@@ -51,15 +75,56 @@ def get_calculator(name: str = Path(max_length=100), store: Store = Depends(get_
 
 @router.post("/calculators:batch", response_model=S.BatchResponse, summary="Run many calculator requests",
              description="Up to 1,000 calculator requests in one call, answered in order; each item succeeds or "
-                         "fails on its own (`status` 200 with `response`, or 4xx with a `problem`).")
-def run_batch(batch: S.BatchRequest, store: Store = Depends(get_store)):
+                         "fails on its own (`status` 200 with `response`, or 4xx with a `problem`; an item over a "
+                         "work limit is a 413 item). The batch is one request for the limits: the costs of its "
+                         "items are summed, and a batch over a limit is refused as a whole with 413.\n\n"
+                         + limits.describe_limits(), responses=LIMIT_RESPONSES)
+def run_batch(batch: S.BatchRequest, store: Store = Depends(get_store)) -> Response:
+    items = [_prepared(item.calculator, item.request) for item in batch.requests]
+    costs = [cost for _, cost in items if cost is not None]
+    try:
+        limits.check_total(costs)
+    except limits.LimitExceeded as exc:
+        return _problem(CalculationFailed(413, _too_large(exc)))
+    cheap = sum(c.evaluations for c in costs) <= limits.limit("INLINE_EVALUATIONS")
+    try:
+        results = in_pool(_run_items, batch.requests, [body for body, _ in items], store, cheap=cheap)
+    except CalculationFailed as exc:
+        return _problem(exc)
+    return FastJSONResponse({"results": results})
+
+
+def _prepared(name: str, body: dict) -> tuple[Any, limits.Cost | None]:
+    """An item validated (so that it is not validated twice) with its cost; the body as given and no cost when
+    it is invalid or over a limit on its own (the runner then answers the item with its problem, without work)."""
+    calc = REGISTRY.get(name)
+    if calc is None:
+        return body, None
+    try:
+        request = calc.request_model.model_validate(body)
+        return request, limits.check(calc, request)
+    except (ValidationError, limits.LimitExceeded, ValueError):
+        return body, None
+
+
+def _run_items(items: list[S.BatchItem], bodies: list[Any], store: Store) -> list[dict]:
+    """Every item of a batch, one after the other on this thread."""
     results = []
-    for item in batch.requests:
+    for item, body in zip(items, bodies):
         try:
-            results.append({"status": 200, "response": calculate(item.calculator, item.request, store)})
+            results.append({"status": 200, "response": calculate_here(item.calculator, body, store)})
         except CalculationFailed as exc:
             results.append({"status": exc.status, "problem": exc.body})
-    return FastJSONResponse({"results": results})
+    return results
+
+
+def _too_large(exc: limits.LimitExceeded) -> dict:
+    """The 413 problem of a batch over a limit as a whole."""
+    body = problem_body(413, "Request too large", exc.message,
+                        [{"field": "requests", "in": "body", "message": exc.message, "type": "limit_exceeded"}],
+                        "too-large")
+    body.update(exc.extensions)
+    return body
 
 
 def _endpoint(calc: Calculator):
@@ -67,7 +132,7 @@ def _endpoint(calc: Calculator):
         try:
             envelope = calculate(calc.name, body, store)
         except CalculationFailed as exc:
-            return ProblemResponse(exc.body, status_code=exc.status)
+            return _problem(exc)
         if wants_markdown(request):
             return Response(render_markdown(envelope, calc), media_type="text/markdown; charset=utf-8")
         return FastJSONResponse(envelope)
@@ -99,8 +164,9 @@ for _calc in REGISTRY.values():
         f"/calculators/{_calc.name}", _endpoint(_calc), methods=["POST"], name=_calc.operation_id,
         response_model=envelope_model(_calc), summary=_calc.title, description=(_calc.description or _calc.summary) +
         "\n\nAnswers JSON (the calculator envelope) or, with `Accept: text/markdown`, the explanation as Markdown."
-        + (f"\n\nSweepable fields (a list instead of a scalar): {', '.join(_calc.sweepable)}." if _calc.sweepable else ""),
-        responses={200: {"content": MARKDOWN_DOC}},
+        + (f"\n\nSweepable fields (a list instead of a scalar): {', '.join(_calc.sweepable)}." if _calc.sweepable else "")
+        + "\n\n" + limits.describe_limits(),
+        responses={200: {"content": MARKDOWN_DOC}, **LIMIT_RESPONSES},
     )
 
 

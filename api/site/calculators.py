@@ -10,6 +10,7 @@ from starlette.responses import HTMLResponse
 
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate, case_refs
+from calculators.core import jsonable
 from api.site import charts, planner
 from api.site.format import flatten_outputs, pretty_json
 from api.site.forms import (
@@ -52,7 +53,7 @@ def _previews(calc: Calculator, body: dict, store: Store, specs: list[Spec]) -> 
         for v in values:
             b = derived if v is None else {**derived, compare[0]: v}
             try:
-                env = calculate(calc.name, b, store)
+                env = jsonable(calculate(calc.name, b, store))   # the page reads plain values
             except CalculationFailed:
                 continue
             d = charts.extract(calc.chart, b, env["outputs"], title=calc.title, highlight=current)
@@ -130,12 +131,12 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
     view, view_problem = own.read_view(request.query_params) if own else (None, None)
     if view_problem is not None:
         problem = view_problem if problem is None else {**problem, "errors": problem.get("errors", []) + view_problem["errors"]}
-    envelope, status, chart_list, extra = None, 200, [], None
+    envelope, status, chart_list, extra, headers = None, 200, [], None, {}
     if problem is None:
-        try:
-            envelope = calculate(name, body, store)
+        try:   # the runner's work limits (413) and the calculation pool (503 + Retry-After) apply as on the API
+            envelope = jsonable(calculate(name, body, store))   # the page reads plain values
         except CalculationFailed as exc:
-            problem, status = exc.body, exc.status
+            problem, status, headers = exc.body, exc.status, exc.headers
         else:
             chart_list = result_charts(calc, body, envelope, store, specs)
             extra = _own_section(own, name, body, envelope, view)
@@ -145,9 +146,11 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
     # the permalink carries the body as given (it computed); the envelope's own URL drops defaults
     permalink = urls.calculator(name, body) if envelope is not None else None
     body_text = pretty_json(body) if body is not None else request.query_params.get("body", "")
-    return render(request, "calculator.html.j2", title=calc.title, twin=urls.api_item("calculator", name), status=status,
+    page = render(request, "calculator.html.j2", title=calc.title, twin=urls.api_item("calculator", name), status=status,
                   calc=calc, specs=specs, values=values, body=body, body_text=body_text, given=given, e=envelope,
                   problem=problem, outputs=_outputs(own, envelope, extra), charts=chart_list, extra=extra,
                   cases=case_refs(store, calc.cases), permalink=permalink, example_url=urls.calculator(name, calc.example),
                   derivations=[d for d in store.all("derivation") if d.get("calculator") == name],
                   sources=[s["source"] for s in (envelope or {}).get("inputs", {}).get("sources", []) if s.get("source")])
+    page.headers.update(headers)
+    return page
