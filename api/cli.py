@@ -13,24 +13,94 @@ from knowledge.build import DEFAULT_DB
 
 
 def cmd_serve(args) -> int:
-    import uvicorn
+    """Verify the store (rebuilding it when allowed and needed), copy it into a private directory, and serve
+    that copy: every worker opens the same immutable file, whatever happens to the original meanwhile."""
+    import shutil
+    import tempfile
 
-    from knowledge.build import BuildError, ensure_built
+    from api import server
+    from api.settings import Settings
 
-    t0 = time.perf_counter()
     try:
-        built = ensure_built(args.db)
+        settings = Settings()
+    except ValueError as exc:
+        print(f"casebook serve: bad setting: {exc}", file=sys.stderr)
+        return 2
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    workers = args.workers or settings.workers
+    may_build = settings.build_if_stale if args.build is None else args.build
+    db = Path(args.db)
+    try:
+        runtime = Path(tempfile.mkdtemp(prefix="casebook-serve-", dir=settings.runtime_dir))
+    except OSError as exc:
+        print(f"casebook serve: cannot create a private directory in {settings.runtime_dir} "
+              f"(CASEBOOK_RUNTIME_DIR): {exc}", file=sys.stderr)
+        return 1
+    try:
+        snapshot = _serving_snapshot(db, runtime, may_build)
+        if snapshot is None:
+            return 1
+        print(f"serving {db} (content {snapshot.content_hash[:16]}, sha256 {snapshot.sha256[:16]}, "
+              f"{snapshot.rows} rows verified) from the private copy {snapshot.path}", file=sys.stderr)
+        # workers open the verified copy read-only; none of them builds
+        os.environ["CASEBOOK_DB"] = str(snapshot.path)
+        os.environ["CASEBOOK_BUILD"] = "0"
+        config = server.uvicorn_config(settings, host, port, workers, log_level=args.log_level,
+                                       access_log=args.access_log)
+        status = server.run(config)
+        if status:
+            print(f"casebook serve: the server could not start or keep its workers running on {host}:{port} "
+                  "(see the errors above)", file=sys.stderr)
+        return status
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _serving_snapshot(db: Path, runtime: Path, may_build: bool):
+    """A verified private copy of the store (`knowledge.store.snapshot_store`), rebuilt first from the data
+    files when it is missing, stale, truncated or corrupted and building is allowed; None (after saying why)
+    when it cannot be served."""
+    from knowledge.build import BuildError, build, content_hash
+    from knowledge.store import StoreInvalid, snapshot_store
+
+    reason = None
+    try:
+        snapshot = snapshot_store(db, runtime)
+    except StoreInvalid as exc:
+        snapshot, reason = None, exc.reason
+    else:
+        expected = content_hash()
+        if snapshot.content_hash != expected:
+            if not may_build:
+                print(f"casebook serve: warning: {db} was built from other data files than knowledge/data "
+                      "(building is off: serving it as it is)", file=sys.stderr)
+                return snapshot
+            snapshot.path.unlink()
+            snapshot, reason = None, "stale: built from other data files"
+    if snapshot is not None:
+        return snapshot
+    if not may_build:
+        print(f"casebook serve: refusing to serve {db}: {reason}.\n"
+              "Rebuild it with `casebook build` (building at start is off: CASEBOOK_BUILD=0 or --no-build).",
+              file=sys.stderr)
+        return None
+    t0 = time.perf_counter()
+    print(f"casebook serve: building {db}: {reason}", file=sys.stderr)
+    try:
+        build(db)
     except BuildError as exc:
         print(f"casebook serve: the data files do not build.\n{exc}", file=sys.stderr)
-        return 1
-    if built:
-        print(f"built {args.db} in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
-    # workers open the already built file read-only; none of them builds
-    os.environ["CASEBOOK_DB"] = str(args.db)
-    os.environ["CASEBOOK_BUILD"] = "0"
-    uvicorn.run("api.app:app", host=args.host, port=args.port, workers=args.workers,
-                log_level=args.log_level, access_log=args.access_log)
-    return 0
+        return None
+    except OSError as exc:
+        print(f"casebook serve: cannot write {db}: {exc}", file=sys.stderr)
+        return None
+    print(f"built {db} in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+    try:
+        return snapshot_store(db, runtime)
+    except StoreInvalid as exc:
+        print(f"casebook serve: refusing to serve {db}: {exc.reason}", file=sys.stderr)
+        return None
 
 
 def cmd_build(args) -> int:
@@ -49,6 +119,7 @@ def _store(db: Path):
 
 def cmd_calc(args) -> int:
     from api.service import CalculationFailed, calculate
+    from calculators.core import jsonable
     from calculators.registry import REGISTRY
 
     if args.list or not args.name:
@@ -72,7 +143,7 @@ def cmd_calc(args) -> int:
             body[key] = value
     store = _store(args.db)
     try:
-        env = calculate(args.name, body, store)
+        env = jsonable(calculate(args.name, body, store))   # plain Python for json.dumps (sweeps are arrays)
     except CalculationFailed as exc:
         print(json.dumps(exc.body, indent=2, ensure_ascii=False), file=sys.stderr)
         return 1
@@ -139,6 +210,12 @@ def cmd_coverage(args) -> int:
           f"({100 * cov['bound_fraction']:.1f} %)   reproduced: {cov['reproduced']} of {cov['bound']}")
     print(f"printed numbers of bound examples: {cov['printed_numbers']}   checked: {cov['checked_numbers']} "
           f"({100 * cov['checked_fraction']:.1f} %)   excused (unchecked): {cov['excused_numbers']}")
+    by = cov.get("checked_by", {})
+    print(f"  checked against outputs: {by.get('output', 0)}   derived from outputs: {by.get('derived', 0)}   "
+          f"printed givens matched: {by.get('given', 0)}   verdicts and labels checked: {cov.get('checked_words', 0)} "
+          f"of {cov.get('printed_words', 0)}")
+    for nq in cov.get("not_quantities", []):
+        print(f"  not a quantity: {nq['id']} {nq['entry']} = {nq['text']!r}: {nq['reason']}")
     print(f"unbound examples without a reason: {cov['unbound_without_reason']}   rule violations: {cov['violations']} "
           f"in {cov['derivations_with_violations']} examples (python -m knowledge.derivations --audit)")
     print(f"calculators used: {len(cov['calculators_used'])} ({', '.join(cov['calculators_used'])})")
@@ -171,11 +248,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="casebook", description="AI Infra Casebook: sourced facts and calculators.")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("serve", help="build the store if missing or stale, then serve API + site + MCP")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--workers", type=int, default=1, help="server processes sharing the read-only store")
+    p = sub.add_parser("serve", help="verify the store (build it if missing, stale or damaged), then serve API + site + MCP")
+    p.add_argument("--host", default=None, help="address to listen on (default: CASEBOOK_HOST or 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default: CASEBOOK_PORT or 8000)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="server processes sharing one read-only copy of the store (default: CASEBOOK_WORKERS or 1)")
     p.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p.add_argument("--build", action=argparse.BooleanOptionalAction, default=None,
+                   help="rebuild a missing, stale or damaged store from the data files (default: CASEBOOK_BUILD, on)")
     p.add_argument("--log-level", default="info")
     p.add_argument("--access-log", action=argparse.BooleanOptionalAction, default=True)
     p.set_defaults(func=cmd_serve)

@@ -178,13 +178,52 @@ def _write_fits(con: duckdb.DuckDBPyConnection, measured: Path) -> int:
 
 
 def write(validated: Validated, db: Path, digest: str, data_dir: Path = DATA_DIR) -> dict[str, int]:
-    """Write validated records (and the measured tables under `data_dir/measured`) to a new file at
-    `db`, replacing it atomically."""
+    """Write validated records (and the measured tables under `data_dir/measured`) to a temporary file in
+    `db`'s directory, then rename it over `db` (os.replace): a reader sees the whole old file or the
+    whole new one, never a half-written store. Its SHA-256 is recorded beside it (`<db>.sha256`)."""
     db.parent.mkdir(parents=True, exist_ok=True)
     tmp = db.with_name(db.name + f".tmp{os.getpid()}")
-    for p in (tmp, Path(str(tmp) + ".wal")):
-        if p.exists():
-            p.unlink()
+    _remove(tmp, Path(str(tmp) + ".wal"))
+    try:
+        counts = _write_file(validated, tmp, digest, data_dir)
+        with open(tmp, "rb+") as f:  # on disk before the rename makes it visible
+            os.fsync(f.fileno())
+        _swap_in(tmp, db)
+    finally:
+        _remove(tmp, Path(str(tmp) + ".wal"))
+    return counts
+
+
+def _remove(*paths: Path) -> None:
+    """Delete files that may not exist."""
+    for p in paths:
+        p.unlink(missing_ok=True)
+
+
+def _write_checksums(db: Path, digests: list[str]) -> None:
+    """Replace the checksum record beside `db` (one `<sha256>  <file name>` line per digest) atomically."""
+    from knowledge.store import checksum_path
+
+    target = checksum_path(db)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    tmp.write_text("".join(f"{d}  {db.name}\n" for d in digests), encoding="ascii")
+    os.replace(tmp, target)
+
+
+def _swap_in(tmp: Path, db: Path) -> None:
+    """Rename a finished store over `db` and record its SHA-256. The record holds the old and the new digest
+    while the file is swapped, so a reader that verifies either file at any moment finds its digest."""
+    from knowledge.store import file_sha256, recorded_checksums
+
+    new = file_sha256(tmp)
+    old = recorded_checksums(db) - {new}
+    _write_checksums(db, [new, *sorted(old)])
+    os.replace(tmp, db)
+    _write_checksums(db, [new])
+
+
+def _write_file(validated: Validated, tmp: Path, digest: str, data_dir: Path) -> dict[str, int]:
+    """Write the store's tables into the new file `tmp`; returns the row count of every table."""
     recs = validated.records
     sources = {raw["id"]: raw for raw, _ in recs.get("source", [])}
     for kind in ("hardware", "link", "model", "price"):
@@ -219,7 +258,6 @@ def write(validated: Validated, db: Path, digest: str, data_dir: Path = DATA_DIR
             counts[name] = con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     finally:
         con.close()
-    os.replace(tmp, db)
     return counts
 
 
@@ -231,11 +269,30 @@ def build(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> dict[str, int]:
     return write(validated, db, content_hash(data_dir), data_dir)
 
 
-def ensure_built(db: Path = DEFAULT_DB) -> bool:
-    """Build the store when missing or stale; returns True when it built."""
-    if not is_stale(db):
+def store_problem(db: Path, data_dir: Path = DATA_DIR) -> str | None:
+    """Why the store at `db` must be (re)built: missing, stale, or failing verification
+    (`knowledge.store.verify_store`); None when it can be served as it is."""
+    from knowledge.store import StoreInvalid, recorded_checksums, verify_store
+
+    if not db.exists():
+        return "the store file does not exist"
+    try:
+        check = verify_store(db, accepted=recorded_checksums(db))
+    except StoreInvalid as exc:
+        return exc.reason
+    if check.content_hash != content_hash(data_dir):
+        return "stale: built from other data files than those in " + str(data_dir)
+    return None
+
+
+def ensure_built(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> bool:
+    """Build the store when missing, stale, truncated or corrupted; returns True when it built."""
+    reason = store_problem(db, data_dir)
+    if reason is None:
         return False
-    build(db)
+    if db.exists():
+        print(f"rebuilding {db}: {reason}", file=sys.stderr)
+    build(db, data_dir)
     return True
 
 

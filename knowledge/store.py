@@ -3,9 +3,16 @@
 The file is opened read-only, so any number of server processes can share it. Lists go through
 SQLModel/SQLAlchemy (filters, counts, paging in SQL); single records and calculator lookups are
 served from a dict loaded once at start-up (the store is small and never changes while open).
+
+Before a file is served it is verified (`verify_store`: the whole-file SHA-256 that `casebook build`
+recorded beside it, then every row of every table read, which makes DuckDB check every data block's
+checksum) and `casebook serve` serves a private copy of it (`snapshot_store`), so nothing done to the
+original afterwards reaches the server.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 from dataclasses import dataclass
 from functools import cached_property
@@ -14,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import orjson
-from sqlalchemy import func
+from sqlalchemy import event, func
 from sqlmodel import Session, create_engine, select
 
 from knowledge import tables as T
@@ -24,6 +31,138 @@ from knowledge.measurements import Measurements
 
 KINDS = ("source", "hardware", "link", "model", "framework", "price", "case", "derivation", "glossary", "claim")
 KEY = {"case": "slug"}
+#: suffix of the file beside a store that holds its whole-file SHA-256 (written by `casebook build`)
+CHECKSUM_SUFFIX = ".sha256"
+_CHUNK_BYTES = 1 << 20
+
+
+class StoreInvalid(Exception):
+    """A store file that must not be served (missing, unreadable, truncated or corrupted), with the reason."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class StoreCheck:
+    """What verifying a store file found: its identity and how much of it was read."""
+    path: Path
+    sha256: str
+    content_hash: str
+    tables: int
+    rows: int
+
+
+def checksum_path(db: Path) -> Path:
+    """The file beside `db` where `casebook build` records the store's whole-file SHA-256."""
+    db = Path(db)
+    return db.with_name(db.name + CHECKSUM_SUFFIX)
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK_BYTES):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def recorded_checksums(db: Path) -> set[str]:
+    """The SHA-256 digests recorded beside `db` (empty when there is no record). While a build swaps files
+    the record briefly holds the old and the new digest, so either file is accepted during the swap."""
+    try:
+        text = checksum_path(db).read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {line.split()[0] for line in text.splitlines() if line.strip()}
+
+
+def verify_store(path: Path, digest: str | None = None, accepted: set[str] | None = None,
+                 record: Path | None = None) -> StoreCheck:
+    """Check that a store file can be served: its SHA-256 (`digest`, computed when None) is one of the
+    `accepted` digests when any are recorded (in `record`, named in the message; default: beside `path`),
+    it opens read-only, has every table and a content hash, and every row of every table reads back
+    (DuckDB verifies each block's checksum as it reads it). Raises StoreInvalid with the reason otherwise."""
+    import duckdb
+
+    path = Path(path)
+    if not path.is_file():
+        raise StoreInvalid(path, "the store file does not exist")
+    try:
+        digest = digest or file_sha256(path)
+    except OSError as exc:
+        raise StoreInvalid(path, f"cannot be read: {exc}") from exc
+    # a checksum mismatch is reported after the read, which names the damage when it finds it (truncation…)
+    mismatch = bool(accepted) and digest not in accepted
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as exc:
+        raise StoreInvalid(path, f"not a readable DuckDB store: {_first_line(exc)}") from exc
+    try:
+        names = [r[0] for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY table_name").fetchall()]
+        missing = sorted({t.__tablename__ for t in T.ALL_TABLES} - set(names))
+        if missing:
+            raise StoreInvalid(path, f"tables missing: {', '.join(missing)}")
+        row = con.execute("SELECT value FROM meta WHERE key = 'content_hash'").fetchone()
+        if not row or not row[0]:
+            raise StoreInvalid(path, "no content hash in table meta: not written by `casebook build`")
+        rows = 0
+        for name in names:
+            cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+                                              "AND table_name = ? ORDER BY ordinal_position", [name]).fetchall()]
+            # hashing every column forces every value (and so every block) to be read and checked
+            folds = ", ".join(f'bit_xor(hash("{c}"))' for c in cols)
+            try:
+                rows += con.execute(f'SELECT count(*), {folds} FROM "{name}"').fetchone()[0]
+            except duckdb.Error as exc:
+                raise StoreInvalid(path, f"table {name} cannot be read: {_first_line(exc)}") from exc
+        if mismatch:
+            raise StoreInvalid(path, f"file checksum sha256:{digest[:16]}… does not match the one `casebook build` "
+                                     f"recorded in {(record or checksum_path(path)).name}: the file was changed or damaged after it was built")
+        return StoreCheck(path, digest, row[0], len(names), rows)
+    except duckdb.Error as exc:
+        raise StoreInvalid(path, f"cannot be read: {_first_line(exc)}") from exc
+    finally:
+        con.close()
+
+
+def snapshot_store(db: Path, directory: Path) -> StoreCheck:
+    """Copy `db` into `directory` (private to one server), verify the copy and make it read-only; the copy is
+    named by its content hash. Reading the original through one open file means a build that replaces it
+    meanwhile yields either the whole old or the whole new file, never a mix. Raises StoreInvalid."""
+    db, directory = Path(db), Path(directory)
+    incoming = directory / "incoming.duckdb"
+    accepted = recorded_checksums(db)          # read before and after the copy: see recorded_checksums
+    h = hashlib.sha256()
+    try:
+        with open(db, "rb") as src, open(incoming, "wb") as dst:
+            while chunk := src.read(_CHUNK_BYTES):
+                h.update(chunk)
+                dst.write(chunk)
+    except FileNotFoundError as exc:
+        raise StoreInvalid(db, "the store file does not exist") from exc
+    except OSError as exc:
+        incoming.unlink(missing_ok=True)
+        raise StoreInvalid(db, f"cannot be read: {exc}") from exc
+    accepted |= recorded_checksums(db)
+    try:
+        check = verify_store(incoming, h.hexdigest(), accepted, record=checksum_path(db))
+    except StoreInvalid as exc:
+        incoming.unlink(missing_ok=True)
+        raise StoreInvalid(db, exc.reason) from exc
+    final = directory / f"casebook-{check.content_hash[:16]}.duckdb"
+    os.replace(incoming, final)
+    final.chmod(0o444)
+    return StoreCheck(final, check.sha256, check.content_hash, check.tables, check.rows)
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (DuckDB's carry long hints below it)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 @dataclass
@@ -34,12 +173,26 @@ class Page:
     offset: int
 
 
+#: DuckDB for a small read-only store served by several worker processes: one thread each (the workers
+#: are the parallelism) and a bounded buffer pool, so scans of the measured tables cannot grow a worker.
+#: Set on each connection after it opens (not as connect-time config: DuckDB refuses a second connection to a
+#: file with another config in the same process, so every reader of the file opens it the same way).
+DUCKDB_SETTINGS = ("SET threads = 1", "SET memory_limit = '256MB'")
+
+
+def _tune_connection(dbapi_connection: Any, _record: Any) -> None:
+    """Apply DUCKDB_SETTINGS to a freshly opened pool connection."""
+    for statement in DUCKDB_SETTINGS:
+        dbapi_connection.execute(statement)
+
+
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
         # A small pool of read-only connections: opening the file per request costs more than the query.
         self.engine = create_engine(f"duckdb:///{self.path}", connect_args={"read_only": True},
                                     pool_size=4, max_overflow=8, pool_pre_ping=False)
+        event.listen(self.engine, "connect", _tune_connection)
         self._local = threading.local()
         self.records: dict[str, dict[str, dict]] = {}
         self.meta: dict[str, str] = {}
@@ -216,7 +369,8 @@ class Store:
                 conds.append(column == value)
         for col, value in (contains or {}).items():
             if value:
-                conds.append(func.lower(getattr(table, col)).contains(value.lower()))
+                # autoescape: `%`, `_` and the escape character itself match literally (`q=%` is not "anything")
+                conds.append(func.lower(getattr(table, col)).contains(value.lower(), autoescape=True))
         order = []
         if sort:
             column = getattr(table, sort)

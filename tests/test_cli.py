@@ -110,3 +110,68 @@ def test_serve_with_two_workers_shares_the_read_only_store(built_db):
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
+
+
+# ---------------------------------------------------------------------------- serve's settings and the container
+
+def _instructions(dockerfile: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments dropped."""
+    out: list[tuple[str, str]] = []
+    text = re.sub(r"\\\n", " ", "\n".join(l for l in dockerfile.splitlines() if not l.lstrip().startswith("#")))
+    for line in text.splitlines():
+        if line.strip():
+            word, _, rest = line.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile_keeps_its_promises():
+    """What can be checked without a Docker daemon: slim base, store built at image build time, non-root
+    user, health check on /healthz, `casebook serve` on 0.0.0.0 as entrypoint, run-time writes in /tmp."""
+    steps = _instructions((ROOT / "Dockerfile").read_text(encoding="utf-8"))
+    kinds = [k for k, _ in steps]
+    assert steps[0] == ("FROM", "python:3.11-slim")
+    build = [i for i, (k, a) in enumerate(steps) if k == "RUN" and "casebook build" in a]
+    user = [i for i, (k, _) in enumerate(steps) if k == "USER"]
+    assert len(build) == 1 and len(user) == 1
+    assert build[0] < user[0] < kinds.index("ENTRYPOINT") and "RUN" not in kinds[user[0]:]
+    assert steps[user[0]][1].split(":")[0] not in ("root", "0")
+    assert "chmod -R a-w /app" in steps[build[0]][1]                 # the store and code are read-only
+    health = next(a for k, a in steps if k == "HEALTHCHECK")
+    assert "/healthz" in health and "CMD" in health
+    assert json.loads(next(a for k, a in steps if k == "ENTRYPOINT")) == ["casebook", "serve", "--host", "0.0.0.0"]
+    env = " ".join(a for k, a in steps if k == "ENV")
+    for setting in ("CASEBOOK_BUILD=0", "CASEBOOK_RUNTIME_DIR=/tmp", "CASEBOOK_EXPORT_DIR=/tmp/"):
+        assert setting in env
+    ignored = {l.strip() for l in (ROOT / ".dockerignore").read_text(encoding="utf-8").splitlines()}
+    assert {".git", ".venv", "var", "*.duckdb"} <= ignored
+    for _, args in (s for s in steps if s[0] == "COPY"):
+        for src in args.split()[:-1]:
+            assert (ROOT / src).exists() and src.rstrip("/") not in ignored, src
+
+
+def test_every_setting_is_documented_in_the_readme():
+    """Each CASEBOOK_* variable api/settings.py reads appears in the README's Configuration section."""
+    names = set(re.findall(r'"(CASEBOOK_[A-Z0-9_]+)"', (ROOT / "api" / "settings.py").read_text(encoding="utf-8")))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    assert {"CASEBOOK_MAX_HEADER_BYTES", "CASEBOOK_TRUST_PROXY_HEADERS"} <= names
+    assert sorted(n for n in names if f"`{n}`" not in section) == []
+
+
+def test_serve_settings_defaults_and_refusals(monkeypatch):
+    from api.server import uvicorn_config
+    from api.settings import Settings
+
+    s = Settings()
+    config = uvicorn_config(s, "127.0.0.1", 8000, 2)
+    assert (config.server_header, config.proxy_headers, config.lifespan) == (False, False, "on")
+    assert config.timeout_keep_alive == s.keep_alive_s and config.timeout_graceful_shutdown == s.graceful_shutdown_s
+    assert config.h11_max_incomplete_event_size == s.max_header_bytes == 65536
+    monkeypatch.setenv("CASEBOOK_TRUST_PROXY_HEADERS", "yes")
+    monkeypatch.setenv("CASEBOOK_FORWARDED_ALLOW_IPS", "10.0.0.0/8")
+    trusted = uvicorn_config(Settings(), "127.0.0.1", 8000, 1)
+    assert trusted.proxy_headers and trusted.forwarded_allow_ips == "10.0.0.0/8"
+    monkeypatch.setenv("CASEBOOK_TRUST_PROXY_HEADERS", "maybe")
+    with pytest.raises(ValueError, match="CASEBOOK_TRUST_PROXY_HEADERS='maybe' is not a yes/no value"):
+        Settings()

@@ -1,0 +1,297 @@
+"""The HTTP server behind `casebook serve`: uvicorn configured with the limits of `api.settings`.
+
+- Request heads (request line + headers) are limited in size (431) and in time (408), request bodies in
+  time (408), idle keep-alive connections are closed: `GuardedHttpToolsProtocol`, a thin subclass of
+  uvicorn's httptools protocol (uvicorn's own h11 limit is used when httptools is missing).
+- SIGTERM drains: listeners close, in-flight requests get `graceful_shutdown_s` to finish.
+- Forwarded headers are trusted only when configured; no `server` header.
+- The exit status tells whether the server ran: 0 after a signal, 3 when it could not start (port in use,
+  app or workers failing at start-up, workers dying over and over), for any number of workers.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from asyncio import TimerHandle
+from typing import Any
+
+import orjson
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors.multiprocess import Multiprocess, Process
+
+from api.settings import Settings
+
+log = logging.getLogger("uvicorn.error")
+
+#: exit status of serve when the server could not start or could not keep workers alive (uvicorn's value)
+START_FAILED = STARTUP_FAILURE
+#: a server whose workers died this many times within CRASH_WINDOW_S stops, exiting with START_FAILED
+CRASH_LIMIT = 5
+CRASH_WINDOW_S = 60.0
+#: after refusing a request, read and drop what the client still sends for this long before closing, so the
+#: client reads the refusal instead of a connection reset
+LINGER_S = 1.0
+_PROBLEMS = "https://casebook.invalid/problems/"
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # pragma: no cover - uvicorn[standard] brings httptools on CPython
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+
+_limits: Settings | None = None
+
+
+def _settings() -> Settings:
+    """The settings of this process, read once (workers inherit the environment serve checked)."""
+    global _limits
+    if _limits is None:
+        _limits = Settings()
+    return _limits
+
+
+if HttpToolsProtocol is not None:
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        """uvicorn's httptools protocol with a size limit on request heads and deadlines on heads and bodies.
+
+        A request head is counted from its first byte until the blank line that ends it, before the parser
+        sees it, so an oversized head costs one read, not a parse. At most one timer per connection: the
+        head deadline runs from the connection (or from a read that left a head incomplete) until the head
+        is complete, the body deadline from a read that left a body incomplete until it is complete.
+        """
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            s = _settings()
+            self._max_head_bytes = s.max_header_bytes
+            self._head_timeout_s = s.header_timeout_s
+            self._body_timeout_s = s.body_timeout_s
+            self._head_open = True       # reading a request head
+            self._head_bytes = 0
+            self._tail = b""             # the head's last bytes, to find a blank line split across reads
+            self._deadline: TimerHandle | None = None
+            self._refused = False
+
+        # -- connection
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            """Start the head deadline: a connection that sends nothing is closed when it passes."""
+            super().connection_made(transport)
+            self._arm(self._head_timeout_s)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            """Drop the deadline with the connection."""
+            self._disarm()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            """Count head bytes and refuse an oversized head (431) before parsing; start a deadline when a
+            head or a body is left incomplete (a request that arrives whole starts no timer)."""
+            if self._refused:
+                return                   # lingering after a refusal: drop what the client still sends
+            if self._head_open:
+                tail = self._tail
+                seen = tail + data if tail else data
+                end = seen.find(b"\r\n\r\n")
+                self._head_bytes += len(data) if end < 0 else end + 4 - len(tail)
+                if self._head_bytes > self._max_head_bytes:
+                    self._refuse(431, "Request header fields too large", "header-too-large",
+                                 f"the request line and headers exceed {self._max_head_bytes} bytes "
+                                 "(CASEBOOK_MAX_HEADER_BYTES)")
+                    return
+                if end < 0:
+                    self._tail = seen[-3:]
+            super().data_received(data)
+            if self._deadline is None and not self._refused:
+                if self._head_open:
+                    if self._head_bytes:                 # part of a head arrived, the rest has not
+                        self._arm(self._head_timeout_s)
+                else:
+                    cycle = self.cycle
+                    if (cycle is not None and cycle.more_body and not cycle.response_complete
+                            and not self.transport.is_closing()):
+                        self._arm(self._body_timeout_s)
+
+        # -- parser callbacks
+        def on_headers_complete(self) -> None:
+            """The head is complete: stop its deadline and count afresh for the next request."""
+            self._head_open = False
+            self._head_bytes = 0
+            self._tail = b""
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            """The body is complete: stop its deadline; what follows is the next request's head."""
+            self._head_open = True
+            self._disarm()
+            super().on_message_complete()
+
+        # -- deadlines and refusals
+        def _arm(self, seconds: float) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(seconds, self._deadline_passed)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _deadline_passed(self) -> None:
+            """A head or body took too long: 408 (a connection that sent nothing is just closed)."""
+            self._deadline = None
+            if self.transport is None or self.transport.is_closing() or self._refused:
+                return
+            busy = self.cycle is not None and not self.cycle.response_complete
+            if self._head_open:
+                if busy:             # a pipelined head waits while the request before it is answered
+                    self._arm(self._head_timeout_s)
+                elif self._head_bytes == 0 and not self._tail:
+                    self.transport.close()
+                else:
+                    self._refuse(408, "Request timeout", "request-timeout",
+                                 f"the request head was not received within {self._head_timeout_s:g} s "
+                                 "(CASEBOOK_HEADER_TIMEOUT_S)")
+            elif busy and self.cycle.more_body:
+                self._refuse(408, "Request timeout", "request-timeout",
+                             f"the request body was not received within {self._body_timeout_s:g} s "
+                             "(CASEBOOK_BODY_TIMEOUT_S)")
+
+        def _refuse(self, status: int, title: str, kind: str, detail: str) -> None:
+            """Answer `status` as problem+json and close, unless a response is already under way (then just close)."""
+            self._refused = True
+            self._disarm()
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                started = cycle.response_started
+                cycle.disconnected = True    # the app's receive() now says disconnect; its sends are dropped
+                cycle.message_event.set()
+                if started:
+                    self.transport.close()
+                    return
+            body = orjson.dumps({"type": _PROBLEMS + kind, "title": title, "status": status, "detail": detail})
+            reason = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
+            self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/problem+json\r\n"
+                                 b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                                 % (status, reason, len(body), body))
+            log.warning("refused a request from %s: %s", self.client, detail)
+            if self.transport.can_write_eof():
+                self.transport.write_eof()
+                self.loop.call_later(LINGER_S, self.transport.close)
+            else:  # pragma: no cover - TLS transports cannot half-close
+                self.transport.close()
+
+
+def uvicorn_config(settings: Settings, host: str, port: int, workers: int, log_level: str = "info",
+                   access_log: bool = True, app: str = "api.app:app") -> uvicorn.Config:
+    """The uvicorn configuration of `casebook serve`: limits and timeouts from `settings`."""
+    guarded = HttpToolsProtocol is not None
+    return uvicorn.Config(
+        app, host=host, port=port, workers=workers, log_level=log_level, access_log=access_log,
+        lifespan="on",                                   # a failing start-up is a failure, not "unsupported"
+        http=GuardedHttpToolsProtocol if guarded else "h11",
+        h11_max_incomplete_event_size=settings.max_header_bytes,   # the limit when h11 parses
+        timeout_keep_alive=settings.keep_alive_s,
+        timeout_graceful_shutdown=settings.graceful_shutdown_s,
+        timeout_worker_healthcheck=settings.worker_healthcheck_s,
+        proxy_headers=settings.trust_proxy_headers,
+        forwarded_allow_ips=settings.forwarded_allow_ips if settings.trust_proxy_headers else None,
+        server_header=False,
+    )
+
+
+class _Supervisor(Multiprocess):
+    """uvicorn's worker supervisor, remembering why it stopped: a signal, or workers that could not run."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.signalled = False
+        self._deaths: list[float] = []
+
+    def handle_int(self) -> None:
+        self.signalled = True
+        super().handle_int()
+
+    def handle_term(self) -> None:
+        self.signalled = True
+        super().handle_term()
+
+    def keep_subprocess_alive(self) -> None:
+        """Replace dead or hung workers; stop when one fails at start-up or when they keep dying (a crash loop).
+        Unlike a bare ping, a worker that exits while being pinged is seen at once, not after the timeout."""
+        if self.should_exit.is_set():
+            return
+        for idx, process in enumerate(self.processes):
+            if _answers(process, self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:
+                log.error("worker [%s] failed to start; stopping the server", process.pid)
+                self.should_exit.set()
+                return
+            if self.should_exit.is_set():
+                return
+            now = time.monotonic()
+            self._deaths = [t for t in self._deaths if now - t < CRASH_WINDOW_S] + [now]
+            if len(self._deaths) >= CRASH_LIMIT:
+                log.error("%d workers died within %g s; stopping the server", len(self._deaths), CRASH_WINDOW_S)
+                self.should_exit.set()
+                return
+            log.warning("worker [%s] died (exit status %s); starting another", process.pid, process.exitcode)
+            replacement = Process(self.config, self.sockets)
+            replacement.start()
+            self.processes[idx] = replacement
+
+
+def _answers(process: Process, timeout: float) -> bool:
+    """Whether a worker process is alive and answers the supervisor's ping within `timeout` seconds,
+    checking every 0.1 s whether it has exited meanwhile."""
+    if not process.process.is_alive():
+        return False
+    try:
+        process.parent_conn.send(b"ping")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if process.parent_conn.poll(0.1):
+                process.parent_conn.recv()
+                return True
+            if not process.process.is_alive():
+                return False
+    except (OSError, EOFError):
+        return False
+    return False
+
+
+def run(config: uvicorn.Config) -> int:
+    """Run the server until a signal stops it: 0 then; START_FAILED when it could not start or keep workers.
+    The port is bound first, so a taken port fails at once, before any worker loads the app."""
+    try:
+        sock = config.bind_socket()
+    except SystemExit:                   # uvicorn has logged why (address in use, permission…)
+        return START_FAILED
+    try:
+        if config.workers > 1:
+            supervisor = _Supervisor(config, sockets=[sock])
+            supervisor.run()
+            return 0 if supervisor.signalled else START_FAILED
+        server = uvicorn.Server(config)
+        # uvicorn re-raises a caught SIGTERM/SIGINT after its graceful shutdown; end quietly with status 0 then
+        previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            server.run(sockets=[sock])
+        except SystemExit as exc:
+            return 0 if exc.code in (0, None) else START_FAILED
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return 0 if server.started else START_FAILED
+    finally:
+        sock.close()
+
+
+def _stop(signum: int, frame: Any) -> None:
+    """Signal handler outside uvicorn's: the server has stopped (or not started); leave with status 0."""
+    raise SystemExit(0)
