@@ -14,7 +14,8 @@ from starlette.responses import PlainTextResponse
 from api import schemas as S
 from api.docs import mount as mount_docs
 from api.llms import llms_txt
-from api.middleware import BodyLimitMiddleware, SecurityHeadersMiddleware, allowed_methods
+from api.middleware import (BodyLimitMiddleware, HeadMiddleware, McpGuard, PlainErrorsMiddleware,
+                            SecurityHeadersMiddleware, allowed_methods)
 from api.problems import problem, problem_responses, pydantic_errors
 from api.routes import calculators, calibration, cases, facts, measurements, search
 from api.routes.common import NotFound
@@ -75,10 +76,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.store = None
+    app.add_middleware(HeadMiddleware)          # innermost: HEAD answered as GET where a route takes only GET
+    app.add_middleware(PlainErrorsMiddleware)   # plain-text errors of the frameworks as problem+json
+    from api.caching import CachingMiddleware
+    app.add_middleware(CachingMiddleware)       # ETag by content hash, 304 on If-None-Match (GET/HEAD reads)
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"],
                        allow_credentials=False)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes,
+                       timeout_s=getattr(settings, "body_timeout_s", None))
     _install_error_handlers(app)
 
     for module in (facts, cases, search, calculators, measurements, calibration):
@@ -103,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return PlainTextResponse(llms_txt({k: store.count(k) for k in store.records}))
 
     _include_optional(app)
+    _guard_mcp(app)
     _tidy_openapi(app)
     return app
 
@@ -125,12 +132,16 @@ def _include_optional(app: FastAPI) -> None:
         log.warning("site not mounted: %s", exc)
     else:
         site.mount(app)
-    try:
-        from api import mcp_server
-    except ImportError as exc:  # pragma: no cover
-        log.warning("MCP not mounted: %s", exc)
-    else:
-        mcp_server.mount(app)
+    from api.mcp_lazy import mount_lazy
+    mount_lazy(app)   # the MCP SDK (~30 MB per worker) is imported at the first /mcp request
+
+
+def _guard_mcp(app: FastAPI) -> None:
+    """Put the MCP guard (Host/Origin check, POST only) in front of /mcp, so that refused requests never load
+    or reach the MCP SDK."""
+    for route in app.router.routes:
+        if getattr(route, "path", None) == "/mcp" and not isinstance(getattr(route, "app", None), McpGuard):
+            route.app = McpGuard(route.app)
 
 
 @asynccontextmanager
@@ -185,8 +196,11 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def on_http(request: Request, exc: StarletteHTTPException):
         if exc.status_code == 404 and _is_html(request) and hasattr(app.state, "render_not_found"):
             return app.state.render_not_found(request, None)
-        title = {404: "Not found", 405: "Method not allowed", 413: "Request too large"}.get(exc.status_code, "Error")
+        title = {400: "Bad request", 404: "Not found", 405: "Method not allowed", 408: "Request timeout",
+                 413: "Request too large"}.get(exc.status_code, "Error")
         detail = exc.detail if isinstance(exc.detail, str) else title
+        if exc.status_code == 400 and exc.__cause__ is not None:  # FastAPI's "error parsing the body": say why
+            detail = f"the request body could not be read: {type(exc.__cause__).__name__}: {exc.__cause__}".rstrip(": ")
         headers = dict(exc.headers or {})
         if exc.status_code == 404:
             detail = f"no route {request.url.path}; see /docs or /api/v1/calculators"

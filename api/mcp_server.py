@@ -32,6 +32,7 @@ from api.responses import dumps
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from calculators.registry import REGISTRY, Calculator
+from calculators.core import jsonable
 from calculators.runner import field_errors
 from calculators.suggest import close_matches, phrase
 
@@ -520,7 +521,7 @@ class _Tools:
             env = calculate(c.name, c.example, self.store)
             out["example_headline"] = env.get("headline", "")
             out["example_outputs"] = {k: (v[:3] + ["…"] if isinstance(v, list) and len(v) > 3 else v)
-                                      for k, v in env["outputs"].items()}
+                                      for k, v in jsonable(env["outputs"]).items()}   # sweeps are arrays
             out["example_steps"] = [{k: st.get(k) for k in ("label", "formula", "unit")} for st in env["steps"]]
         except CalculationFailed:
             pass
@@ -656,6 +657,8 @@ def mount(app) -> None:
     server = build_server(app)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True,
+        # Host/Origin (DNS rebinding) and the methods are checked in front of /mcp by api.middleware.McpGuard,
+        # which answers refusals as problem+json and reads the allowed lists from the environment.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
     for route in mcp_app.routes:
         if getattr(route, "path", None) == "/mcp":

@@ -6,6 +6,7 @@ written once. The calculator URL is byte-for-byte the `explanation_url` of a cal
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -247,6 +248,18 @@ class Urls:
             if value is not None:
                 pairs.insert(min(at, len(pairs)), (key, value))
         return with_query(path, pairs)
+
+
+def base_url() -> str:
+    """CASEBOOK_BASE_URL without its trailing slash (e.g. `https://casebook.example.org`), "" when unset: links
+    the service hands out are then relative to the server that answered."""
+    return os.environ.get("CASEBOOK_BASE_URL", "").strip().rstrip("/")
+
+
+def page_link(path: str, query: Query | None, *, offset: int, limit: int) -> str:
+    """The link to another page of a list: the request's path and query with `offset` and `limit` replaced,
+    relative, or under CASEBOOK_BASE_URL when configured; never built from the request's Host header."""
+    return base_url() + Urls.with_changes(path, query, offset=offset, limit=limit)
 
 
 #: the builder the site uses (and the templates' `urls`)

@@ -11,6 +11,7 @@ from fastapi import Request
 
 from api.queries import Limit, Offset  # noqa: F401  (kept importable from here)
 from api.responses import FastJSONResponse
+from api.urls import page_link
 from calculators.suggest import close_matches, phrase
 from knowledge.store import Page as StorePage
 
@@ -52,6 +53,7 @@ def page(request: Request, result: StorePage) -> FastJSONResponse:
     request would cost more than the query)."""
     nxt = None
     if result.offset + result.limit < result.total:
-        nxt = str(request.url.include_query_params(offset=result.offset + result.limit, limit=result.limit))
+        nxt = page_link(request.url.path, request.query_params.multi_items(), offset=result.offset + result.limit,
+                        limit=result.limit)
     return FastJSONResponse({"items": result.items, "total": result.total, "limit": result.limit,
                              "offset": result.offset, "next": nxt})

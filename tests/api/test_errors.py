@@ -97,7 +97,7 @@ def test_a_bad_enum_in_a_query_suggests(client):
 @pytest.mark.parametrize("method, url, allowed", [
     ("PUT", "/api/v1/models/qwen3-8b", {"GET"}), ("POST", "/healthz", {"GET"}),
     ("PUT", KV, {"GET", "POST"}), ("DELETE", "/api/v1/calculators:batch", {"POST"}),
-    ("POST", "/static/style.css", {"GET", "HEAD"}), ("DELETE", "/mcp", {"GET", "POST"}),
+    ("POST", "/static/style.css", {"GET", "HEAD"}), ("DELETE", "/mcp", {"POST"}),
     ("PUT", "/calculators/kv-cache", {"GET"}),
 ])
 def test_every_405_carries_allow(client, method, url, allowed):
