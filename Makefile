@@ -37,3 +37,8 @@ test: install-test
 
 bench: install
 	$(PY) benchmarks/bench_calculators.py
+
+# wrk against `casebook serve --workers 2`, mixed profile for LOAD_S seconds (see benchmarks/load.sh)
+LOAD_S ?= 60
+load: install
+	benchmarks/load.sh $(LOAD_S)

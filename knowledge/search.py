@@ -18,6 +18,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 WORD = re.compile(r"[a-z0-9][a-z0-9.+-]*[a-z0-9+]|[a-z0-9]")
 CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 STOP = {"the", "a", "an", "of", "and", "or", "to", "in", "on", "for", "is", "by", "with", "at", "as", "from", "it"}
@@ -108,56 +110,73 @@ class Doc:
 
 
 class SearchIndex:
+    """BM25 over `docs`, held compactly: per term one array of document numbers and one of term counts (no
+    per-document counters), scored with NumPy over the matching documents."""
+
     K1, B = 1.2, 0.75
     EXACT = 3.0   # score factor of a document whose id is the whole query (`kv-cache`, `qwen3-8b`)
 
     def __init__(self, docs: list[Doc]):
         self.docs = docs
-        self.tf: list[Counter] = []
-        self.len: list[int] = []
-        self.df: Counter = Counter()
-        self.postings: dict[str, list[int]] = defaultdict(list)
+        lengths: list[int] = []
+        postings: dict[str, list[int]] = defaultdict(list)
+        counts: dict[str, list[int]] = defaultdict(list)
         for i, d in enumerate(docs):
             # the title counts three times: a match there matters more than one in a long summary
             toks = tokens(d.title) * 3 + tokens(d.text)
-            tf = Counter(toks)
-            self.tf.append(tf)
-            self.len.append(len(toks))
-            for t in tf:
-                self.df[t] += 1
-                self.postings[t].append(i)
-        self.avg = (sum(self.len) / len(self.len)) if self.len else 1.0
+            lengths.append(len(toks))
+            for t, f in Counter(toks).items():
+                postings[t].append(i)
+                counts[t].append(f)
+        n = len(docs)
+        self.len = np.asarray(lengths, dtype=np.float64)
+        self.avg = float(sum(lengths) / n) if n else 1.0
+        # one flat array of document numbers and one of counts, term after term (CSR): term -> its number,
+        # whose postings are doc_ids[start[k]:start[k + 1]]
+        self.terms: dict[str, int] = {t: k for k, t in enumerate(postings)}
+        sizes = np.asarray([len(v) for v in postings.values()], dtype=np.int64)
+        self.start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.doc_ids = np.fromiter((i for v in postings.values() for i in v), dtype=np.int32, count=int(sizes.sum()))
+        self.counts = np.fromiter((f for v in counts.values() for f in v), dtype=np.float64, count=int(sizes.sum()))
+        self.idf = np.asarray([math.log(1 + (n - int(m) + 0.5) / (int(m) + 0.5)) for m in sizes])
+        self.boost = np.asarray([d.boost for d in docs], dtype=np.float64)
+        self.kinds = np.asarray([d.kind for d in docs], dtype=object)
+        self.by_id: dict[str, list[int]] = defaultdict(list)
+        for i, d in enumerate(docs):
+            self.by_id[d.id.lower()].append(i)
+        # ties rank by kind, then id: one ordinal per document for that order
+        order = sorted(range(n), key=lambda i: (docs[i].kind, docs[i].id))
+        self.tie = np.empty(n, dtype=np.int64)
+        self.tie[order] = np.arange(n)
 
     def search(self, query: str, kinds: set[str] | None = None, limit: int = 20, offset: int = 0) -> tuple[list[tuple[Doc, float]], int]:
         q = list(dict.fromkeys(tokens(query)))
         if not q:
             return [], 0
-        n = len(self.docs)
-        scores: dict[int, float] = defaultdict(float)
-        matched: dict[int, int] = defaultdict(int)
+        scores = np.zeros(len(self.docs))
+        matched = np.zeros(len(self.docs))
+        norm = self.K1 * (1 - self.B + self.B * self.len / self.avg)
         for t in q:
-            post = self.postings.get(t)
-            if not post:
+            k = self.terms.get(t)
+            if k is None:
                 continue
-            idf = math.log(1 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5))
-            for i in post:
-                f = self.tf[i][t]
-                scores[i] += idf * f * (self.K1 + 1) / (f + self.K1 * (1 - self.B + self.B * self.len[i] / self.avg))
-                matched[i] += 1
-        ranked = []
-        exact = query.strip().lower()
-        for i, s in scores.items():
-            d = self.docs[i]
-            if kinds and d.kind not in kinds:
-                continue
-            coverage = matched[i] / len(q)   # documents matching every query term rank first
-            named = self.EXACT if d.id.lower() == exact else 1.0   # the query is this record's id or name
-            ranked.append((d, s * d.boost * (0.5 + coverage) * named))
-        ranked.sort(key=lambda x: (-x[1], x[0].kind, x[0].id))
-        page = ranked[offset:offset + limit]
+            a, b = self.start[k], self.start[k + 1]
+            ids, f, idf = self.doc_ids[a:b], self.counts[a:b], self.idf[k]
+            scores[ids] += idf * f * (self.K1 + 1) / (f + norm[ids])
+            matched[ids] += 1
+        hit = np.flatnonzero(matched)
+        if kinds:
+            hit = hit[np.isin(self.kinds[hit], list(kinds))]
+        named = np.ones(hit.size)
+        for i in self.by_id.get(query.strip().lower(), ()):   # the query is this record's id or name
+            named[hit == i] = self.EXACT
+        # documents matching every query term rank first
+        final = scores[hit] * self.boost[hit] * (0.5 + matched[hit] / len(q)) * named
+        chosen = np.lexsort((self.tie[hit], -final))[offset:offset + limit]
+        page = [(self.docs[i], sc) for i, sc in zip(hit[chosen].tolist(), final[chosen].tolist())]
         if has_cjk(query):   # a Chinese query reads the Chinese snippet where a document has one
             page = [(replace(d, snippet=d.snippet_zh) if d.snippet_zh else d, sc) for d, sc in page]
-        return page, len(ranked)
+        return page, int(hit.size)
 
 
 def family_terms(*families: str | None, lang: int | None = None, sep: str = " ") -> str:

@@ -12,7 +12,6 @@ from api.service import case_refs
 from api.site.render import page_router, pager, render, store_of, twin
 from api.urls import urls
 from calculators.registry import REGISTRY
-from knowledge.coverage import coverage
 from knowledge.store import Store
 
 router = page_router()
@@ -32,7 +31,7 @@ def cases_page(request: Request, query: Annotated[CaseQuery, Query()]) -> HTMLRe
     """The cases, filtered like /api/v1/cases, with how many worked examples each has bound."""
     store = store_of(request)
     page = query.run(store)
-    per_case = {row["slug"]: row for row in coverage(store.all("case"), store.all("derivation"))["per_case"]}
+    per_case = {row["slug"]: row for row in store.coverage["per_case"]}   # audited once per open store
     sections = sorted({(c.get("section_order") or 99, c.get("section") or "") for c in store.all("case")})
     chapters = sorted({ch for c in store.all("case") for ch in c.get("cited_chapters") or []})
     return render(request, "cases.html.j2", title="Cases", twin=twin(request), page=page, pager=pager(request, page),

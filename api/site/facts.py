@@ -23,6 +23,7 @@ from api.queries import (
 )
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate
+from calculators.core import jsonable
 from api.site.format import cited_sources, iter_facts
 from api.site.render import (
     distinct,
@@ -106,7 +107,7 @@ def _live(name: str, body: dict[str, Any], store: Store, keys: tuple[str, ...]) 
     if name not in REGISTRY:
         return {"name": name, "available": False, "note": f"the {name} calculator is not registered yet"}
     try:
-        env = calculate(name, body, store)
+        env = jsonable(calculate(name, body, store))   # the page reads plain values
     except CalculationFailed as exc:
         # link the empty form, not the refused request (which would answer 422)
         return {"name": name, "available": False, "note": exc.body.get("detail", "could not compute"),

@@ -7,7 +7,6 @@ from starlette.responses import HTMLResponse
 from api.site.render import page_router, render, store_of
 from api.urls import urls
 from calculators.registry import REGISTRY
-from knowledge.coverage import coverage
 
 router = page_router()
 
@@ -24,7 +23,7 @@ def home(request: Request) -> HTMLResponse:
         key = c.get("section") or "—"
         sec = sections.setdefault(key, {"section": key, "section_en": c.get("section_en"), "cases": []})
         sec["cases"].append(c)
-    cov = coverage(store.all("case"), store.all("derivation"))
+    cov = store.coverage   # audited once per open store, not per request
     return render(request, "home.html.j2", title="AI Infra Casebook", twin=urls.api_list("case"),
                   sections=list(sections.values()), counts={k: store.count(k) for k in COUNTED},
                   calculators=list(REGISTRY.values()), cov=cov)

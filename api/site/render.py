@@ -60,7 +60,8 @@ def _is_number(v: Any) -> bool:
 def _env() -> Environment:
     """Templates autoescaped and strict (an undefined name is an error, not an empty string)."""
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(("html", "j2")),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      auto_reload=False)   # templates do not change under a running server: no stat() per render
     env.filters.update(num=lambda v, d=6: num(v, d) if _is_number(v) else show(v),
                        human=human, show=show, raw=raw, pretty=pretty_json, compact=compact_json, bytes=human_bytes,
                        seconds=fmt_s)

@@ -1,0 +1,52 @@
+"""What a worker imports: heavy packages it may never use stay out of a fresh `import api.app`.
+
+Memory per worker is measured by benchmarks/bench_memory.py (RSS is noisy, so no test asserts a figure);
+the imports that decide most of it are exact, and checked here in a fresh interpreter.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: imported only when needed: the MCP SDK (and what it pulls in) at the first /mcp request; the rest never
+#: by the serving path
+LAZY = ("mcp", "mcp_types", "api.mcp_server", "sse_starlette", "rich", "cryptography", "pyarrow", "pandas",
+        "alembic", "schemathesis", "hypothesis", "uvicorn.workers")
+
+
+def _modules_after(code: str, built_db: Path) -> set[str]:
+    """The names in sys.modules after running `code` in a fresh interpreter against the test store."""
+    env = {**os.environ, "CASEBOOK_DB": str(built_db), "CASEBOOK_BUILD": "0"}
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_importing_the_app_leaves_heavy_packages_out(built_db):
+    """`import api.app` (what every worker does) imports none of the lazy packages."""
+    loaded = _modules_after("import api.app", built_db)
+    assert "api.app" in loaded
+    assert sorted(m for m in LAZY if m in loaded) == []
+
+
+def test_started_app_still_leaves_mcp_out_until_first_mcp_request(built_db):
+    """Start-up (store, search index) and a REST request do not import the MCP SDK; the first /mcp call does."""
+    code = (
+        "from fastapi.testclient import TestClient\n"
+        "import api.app, sys\n"
+        "with TestClient(api.app.app) as c:\n"
+        "    assert c.get('/api/v1/models/qwen3-8b').status_code == 200\n"
+        "    assert 'mcp' not in sys.modules, 'MCP SDK imported by a REST request'\n"
+        "    r = c.post('/mcp', json={'jsonrpc': '2.0', 'id': 1, 'method': 'tools/list'},\n"
+        "               headers={'Accept': 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-06-18'})\n"
+        "    assert r.status_code == 200, r.text\n"
+        "    assert any(t['name'] == 'kv_cache' for t in r.json()['result']['tools'])\n"
+    )
+    loaded = _modules_after(code, built_db)
+    assert "api.mcp_server" in loaded
+    assert "mcp" in loaded
