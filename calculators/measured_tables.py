@@ -236,33 +236,25 @@ def locate(grid: Grid, query: Sequence[Any], bound: Callable[..., np.ndarray] | 
         wt.append(t)
     strides = np.array(grid.log_lat.strides, dtype=np.int64) // grid.log_lat.itemsize
     flat_vals = grid.log_lat.ravel()
-    dims = len(grid.axes)
-    corners = []
-    for corner in range(1 << dims):
-        if any(corner >> d & 1 and grid.axes[d].size == 1 for d in range(dims)):
+    # Weights and flat indices of all corners of the enclosing cell as (corners, points) arrays, built one axis at
+    # a time: each axis with two values doubles the rows (lower corners first, then upper), so corner c takes the
+    # upper index on the k-th such axis when bit k of c is set; shared partial products are computed once.
+    w_all = np.ones((1, n))
+    idx_all = np.zeros((1, n), dtype=np.int64)
+    for ax, i_lo, i_hi, t, stride in zip(grid.axes, lo, hi, wt, strides):
+        if ax.size == 1:
             continue
-        w = np.ones(n)
-        idx = np.zeros(n, dtype=np.int64)
-        for d in range(dims):
-            up = corner >> d & 1
-            w = w * (wt[d] if up else 1.0 - wt[d])
-            idx += (hi[d] if up else lo[d]) * strides[d]
-        corners.append((w, idx))
-    acc = np.zeros(n)
-    wsum = np.zeros(n)
-    missing = np.zeros(n)
-    nearest_cell = np.zeros(n, dtype=np.int64)     # the corner with the largest weight (for holes)
-    best_w = np.full(n, -1.0)
-    for w, idx in corners:
-        better = w > best_w
-        nearest_cell = np.where(better, idx, nearest_cell)
-        best_w = np.where(better, w, best_w)
-        v = flat_vals[idx]
-        nan = np.isnan(v)
-        ok = (w > 0) & ~nan
-        acc += np.where(ok, w * np.where(ok, v, 0.0), 0.0)
-        wsum += np.where(ok, w, 0.0)
-        missing += np.where((w > 0) & nan, w, 0.0)
+        w_all = np.concatenate([w_all * (1.0 - t), w_all * t])
+        idx_all = np.concatenate([idx_all + i_lo * stride, idx_all + i_hi * stride])
+    v_all = flat_vals[idx_all]
+    nan_all = np.isnan(v_all)
+    ok_all = (w_all > 0) & ~nan_all
+    acc = np.where(ok_all, w_all * np.where(ok_all, v_all, 0.0), 0.0).sum(axis=0)
+    wsum = np.where(ok_all, w_all, 0.0).sum(axis=0)
+    missing = np.where((w_all > 0) & nan_all, w_all, 0.0).sum(axis=0)
+    # the corner with the largest weight (the first of equals), the cell a hole falls back to
+    nearest_cell = idx_all[np.argmax(w_all, axis=0), np.arange(n)]
+    corners = list(zip(w_all, idx_all))
     hole = wsum <= 0
     partial = ~hole & (missing > 0)
     with np.errstate(invalid="ignore", divide="ignore"):
