@@ -200,9 +200,12 @@ def bench_in_process(repeat: int, profile: bool) -> dict:
     from api.responses import dumps
     from calculators import runner
     from calculators.registry import REGISTRY
+    from knowledge.build import ensure_built
     from knowledge.store import Store
 
-    store = Store(Path(os.environ.get("CASEBOOK_DB", ROOT / "var" / "casebook.duckdb")))
+    db = Path(os.environ.get("CASEBOOK_DB", ROOT / "var" / "casebook.duckdb"))
+    ensure_built(db)                                               # a fresh clone has no store yet: build it as serve does
+    store = Store(db)
     lookup = store.lookup
     calc = REGISTRY["roofline"]
     bodies = casebook_bodies()
