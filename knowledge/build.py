@@ -16,19 +16,24 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-from sqlmodel import SQLModel
 
 from knowledge import measurements as M
-from knowledge import tables as T
 from knowledge.loader import DATA_DIR, Catalog, DuplicateKeys, load_catalog
 from knowledge.migrate import MIGRATIONS_DIR, upgrade
+from knowledge.store import KEY
+from knowledge.store import SCHEMA_META_KEY as STORE_SCHEMA_KEY
 from knowledge.validate import Problem, Validated, validate_catalog
 
+if TYPE_CHECKING:
+    from sqlmodel import SQLModel
+
 DEFAULT_DB = Path(os.environ.get("CASEBOOK_DB", Path(__file__).resolve().parent.parent / "var" / "casebook.duckdb"))
-SCHEMA_VERSION = "1"
+#: part of the content hash: a store written by a builder with another layout is stale (2: meta `store_schema`)
+SCHEMA_VERSION = "2"
 #: file suffixes that make up the store's content (besides NOTICE files)
 HASHED = {".yaml", ".yml", ".sql", ".parquet"}
 
@@ -127,6 +132,8 @@ def _write_measurements(con: duckdb.DuckDBPyConnection, measured: Path) -> list[
     """Load the measured Parquet tables (`measured/manifest.yaml`) into `measured_<table>` tables,
     each row with its `system` and `file` (manifest path), files in manifest order, rows in file order.
     Returns the table names created."""
+    from knowledge import tables as T  # SQLModel: only when writing a store
+
     manifest = M.load_manifest(measured)
     files = manifest.get("files", [])
     _insert(con, T.MeasurementFile, [T.MeasurementFile.row(f) for f in files])
@@ -151,15 +158,17 @@ def _write_measurements(con: duckdb.DuckDBPyConnection, measured: Path) -> list[
 
 def measured_fit_rows(files: list[dict], read: Callable[[dict], dict[str, np.ndarray]]) -> list[dict]:
     """The `measured_fit` rows: `fit_all_reduce` over the all-reduce rows of every fitted table
-    (`T.FITTED_TABLES`) of every measured file, `read(f)` giving that file's columns."""
+    (`M.FITTED_TABLES`) of every measured file, `read(f)` giving that file's columns."""
+    from knowledge import tables as T  # SQLModel: only when writing a store
+
     from calculators.link_fit import fit_all_reduce
 
     rows = []
     for f in files:
-        if f["table"] not in T.FITTED_TABLES:
+        if f["table"] not in M.FITTED_TABLES:
             continue
         columns = read(f)
-        backend = T.FITTED_TABLES[f["table"]] if "backend" in columns else None
+        backend = M.FITTED_TABLES[f["table"]] if "backend" in columns else None
         source = {k: f.get(k) for k in ("system", "table", "framework", "version", "gpu", "sha256")} | {"file": f["path"]}
         rows += [T.MeasuredFit.row(fit.as_dict(), f) for fit in fit_all_reduce(columns, source, backend=backend)]
     return rows
@@ -167,6 +176,8 @@ def measured_fit_rows(files: list[dict], read: Callable[[dict], dict[str, np.nda
 
 def _write_fits(con: duckdb.DuckDBPyConnection, measured: Path) -> int:
     """Fit the measured all-reduces as loaded into `measured_<table>` and write `measured_fit`; returns the rows."""
+    from knowledge import tables as T  # SQLModel: only when writing a store
+
     def read(f: dict) -> dict[str, np.ndarray]:
         cols = ", ".join(f'"{c}"' for c in f["columns"])
         return dict(con.execute(f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid",
@@ -222,8 +233,24 @@ def _swap_in(tmp: Path, db: Path) -> None:
     _write_checksums(db, [new])
 
 
+def store_schema() -> dict:
+    """How the store describes its own tables (meta `store_schema`), so readers need no ORM: each record kind's
+    table, key, filter columns (declaration order, `doc` excluded) and default order, and every table name."""
+    from knowledge import tables as T
+
+    kinds = {}
+    for kind, table in T.TABLES.items():
+        key = KEY.get(kind, "id")
+        order = {"case": ["section_order", "slug"], "derivation": ["case_slug", "id"]}.get(kind, [key])
+        kinds[kind] = {"table": table.__tablename__, "key": key, "order": order,
+                       "columns": [c for c in table.model_fields if c != "doc"]}
+    return {"kinds": kinds, "tables": [t.__tablename__ for t in T.ALL_TABLES]}
+
+
 def _write_file(validated: Validated, tmp: Path, digest: str, data_dir: Path) -> dict[str, int]:
     """Write the store's tables into the new file `tmp`; returns the row count of every table."""
+    from knowledge import tables as T  # SQLModel: only when writing a store
+
     recs = validated.records
     sources = {raw["id"]: raw for raw, _ in recs.get("source", [])}
     for kind in ("hardware", "link", "model", "price"):
@@ -245,7 +272,7 @@ def _write_file(validated: Validated, tmp: Path, digest: str, data_dir: Path) ->
                               for raw, rec in recs.get(kind, []) for r in T.Fact.rows(kind, rec.id, raw)])
         _insert(con, T.Meta, [{"key": k, "value": v} for k, v in (
             ("content_hash", digest), ("built_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
-            ("schema_version", SCHEMA_VERSION))])
+            ("schema_version", SCHEMA_VERSION), (STORE_SCHEMA_KEY, json.dumps(store_schema())))])
         measured = _write_measurements(con, data_dir / "measured")
         _write_fits(con, data_dir / "measured")
         con.execute("COMMIT")

@@ -28,6 +28,14 @@ import yaml
 
 from knowledge.loader import DATA_DIR
 
+#: the measured tables whose all-reduce rows are fitted at build time -> the backend fitted (None: the table has none)
+FITTED_TABLES: dict[str, str | None] = {"nccl": None, "custom_allreduce": "vllm_graph"}
+#: how every fit of `measured_fit` was made (stored with each row)
+FIT_METHOD = ("Weighted least squares on the relative error (each point weighted by 1/T) of T = a + M/b over the "
+              "16-bit all_reduce rows of one system and GPU count p, with a, b ≥ 0, read as a ring all-reduce of "
+              "2(p−1) dependent rounds moving 2(p−1)/p·M bytes per rank, so α = a/(2(p−1)) per round and "
+              "B = b·2(p−1)/p bytes per second one way.")
+
 MEASURED_DIR = DATA_DIR / "measured"
 PACKAGE = "aiconfigurator-core"
 PACKAGE_VERSION = "0.12.0"

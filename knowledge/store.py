@@ -1,8 +1,13 @@
 """Read-only access to a built store: SQL lists with filters, and an in-memory map of records.
 
-The file is opened read-only, so any number of server processes can share it. Lists go through
-SQLModel/SQLAlchemy (filters, counts, paging in SQL); single records and calculator lookups are
-served from a dict loaded once at start-up (the store is small and never changes while open).
+The file is opened read-only, so any number of server processes can share it. Lists are filtered, counted
+and paged in SQL; single records and calculator lookups are served from a dict loaded once at start-up (the
+store is small and never changes while open).
+
+The tables are declared once, as SQLModel classes (`knowledge.tables`), which `casebook build` writes and
+describes in the store itself (meta `store_schema`: each kind's table, columns and order). Reading needs
+no ORM: this module speaks parameterised SQL to DuckDB directly, so a serving worker never imports
+SQLAlchemy, SQLModel or the DuckDB dialect (about 50 MB of its memory).
 
 Before a file is served it is verified (`verify_store`: the whole-file SHA-256 that `casebook build`
 recorded beside it, then every row of every table read, which makes DuckDB check every data block's
@@ -13,24 +18,27 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import numpy as np
 import orjson
-from sqlalchemy import event, func
-from sqlmodel import Session, create_engine, select
 
-from knowledge import tables as T
 from knowledge.loader import gpu_prices
 from knowledge.measurements import TABLES as MEASURED_TABLES
 from knowledge.measurements import Measurements
 
 KINDS = ("source", "hardware", "link", "model", "framework", "price", "case", "derivation", "glossary", "claim")
 KEY = {"case": "slug"}
+#: meta key under which `casebook build` describes the tables (see `store_schema`)
+SCHEMA_META_KEY = "store_schema"
 #: suffix of the file beside a store that holds its whole-file SHA-256 (written by `casebook build`)
 CHECKSUM_SUFFIX = ".sha256"
 _CHUNK_BYTES = 1 << 20
@@ -86,8 +94,6 @@ def verify_store(path: Path, digest: str | None = None, accepted: set[str] | Non
     `accepted` digests when any are recorded (in `record`, named in the message; default: beside `path`),
     it opens read-only, has every table and a content hash, and every row of every table reads back
     (DuckDB verifies each block's checksum as it reads it). Raises StoreInvalid with the reason otherwise."""
-    import duckdb
-
     path = Path(path)
     if not path.is_file():
         raise StoreInvalid(path, "the store file does not exist")
@@ -104,12 +110,19 @@ def verify_store(path: Path, digest: str | None = None, accepted: set[str] | Non
     try:
         names = [r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' ORDER BY table_name").fetchall()]
-        missing = sorted({t.__tablename__ for t in T.ALL_TABLES} - set(names))
-        if missing:
-            raise StoreInvalid(path, f"tables missing: {', '.join(missing)}")
+        if "meta" not in names:
+            raise StoreInvalid(path, "tables missing: meta")
         row = con.execute("SELECT value FROM meta WHERE key = 'content_hash'").fetchone()
         if not row or not row[0]:
             raise StoreInvalid(path, "no content hash in table meta: not written by `casebook build`")
+        described = con.execute("SELECT value FROM meta WHERE key = ?", [SCHEMA_META_KEY]).fetchone()
+        if not described or not described[0]:
+            raise StoreInvalid(path, f"no {SCHEMA_META_KEY} in table meta: written by an older `casebook build`")
+        schema = orjson.loads(described[0])
+        missing = sorted(set(schema["tables"]) - set(names))
+        missing_kinds = sorted(set(KINDS) - set(schema["kinds"]))
+        if missing or missing_kinds:
+            raise StoreInvalid(path, "tables missing: " + ", ".join(missing + [f"(kind {k})" for k in missing_kinds]))
         rows = 0
         for name in names:
             cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
@@ -178,36 +191,90 @@ class Page:
 #: Set on each connection after it opens (not as connect-time config: DuckDB refuses a second connection to a
 #: file with another config in the same process, so every reader of the file opens it the same way).
 DUCKDB_SETTINGS = ("SET threads = 1", "SET memory_limit = '256MB'")
+#: idle cursors kept per store (more are opened under load and closed when returned)
+CURSOR_POOL = 8
 
 
-def _tune_connection(dbapi_connection: Any, _record: Any) -> None:
-    """Apply DUCKDB_SETTINGS to a freshly opened pool connection."""
-    for statement in DUCKDB_SETTINGS:
-        dbapi_connection.execute(statement)
+@dataclass(frozen=True)
+class KindTable:
+    """Where the records of one kind live: the table, its columns (`doc` excluded) and its default order."""
+    table: str
+    key: str
+    columns: tuple[str, ...]
+    order: tuple[str, ...]
+
+
+def _q(name: str) -> str:
+    """A quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _like_escape(text: str) -> str:
+    """`text` for a LIKE pattern in which `%`, `_` and the escape character `\\` match themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
-        # A small pool of read-only connections: opening the file per request costs more than the query.
-        self.engine = create_engine(f"duckdb:///{self.path}", connect_args={"read_only": True},
-                                    pool_size=4, max_overflow=8, pool_pre_ping=False)
-        event.listen(self.engine, "connect", _tune_connection)
-        self._local = threading.local()
+        # One read-only database per process; each thread borrows a cursor (DuckDB's connection to the same
+        # database) from a small pool: opening the file per request costs more than the query.
+        self._con = duckdb.connect(str(self.path), read_only=True)
+        for statement in DUCKDB_SETTINGS:
+            self._con.execute(statement)
+        self._cursors: queue.SimpleQueue = queue.SimpleQueue()
+        self._cursor_lock = threading.Lock()
         self.records: dict[str, dict[str, dict]] = {}
         self.meta: dict[str, str] = {}
-        self._load()
+        try:
+            self._load()
+        except BaseException:
+            self._con.close()
+            raise
+
+    # ------------------------------------------------------------------ SQL
+    @contextmanager
+    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of this thread's own for the duration of a block, returned to the pool after it."""
+        try:
+            cur = self._cursors.get_nowait()
+        except queue.Empty:
+            with self._cursor_lock:
+                cur = self._con.cursor()
+        try:
+            yield cur
+        finally:
+            if self._cursors.qsize() < CURSOR_POOL:
+                self._cursors.put(cur)
+            else:
+                cur.close()
+
+    def _sql(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
+        """Rows of one read-only SQL statement (`?` parameters)."""
+        with self._cursor() as cur:
+            return cur.execute(sql, params or []).fetchall()
+
+    def _dicts(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Rows of one read-only SQL statement as dicts keyed by column name."""
+        with self._cursor() as cur:
+            cur.execute(sql, params or [])
+            names = [d[0] for d in cur.description]
+            return [dict(zip(names, r)) for r in cur.fetchall()]
 
     # ------------------------------------------------------------------ loading
     def _load(self) -> None:
-        with Session(self.engine) as s:
-            for kind in KINDS:
-                table = T.TABLES[kind]
-                key = getattr(table, KEY.get(kind, "id"))
-                rows = s.exec(select(table.doc).order_by(*self._default_order(kind) or [key])).all()
-                docs = [orjson.loads(r) for r in rows]
-                self.records[kind] = {d[KEY.get(kind, "id")]: d for d in docs}
-            self.meta = {m.key: m.value for m in s.exec(select(T.Meta)).all()}
+        self.meta = {k: v for k, v in self._sql("SELECT key, value FROM meta")}
+        described = self.meta.get(SCHEMA_META_KEY)
+        if not described:
+            raise StoreInvalid(self.path, f"no {SCHEMA_META_KEY} in table meta: written by an older `casebook build`")
+        self.schema: dict[str, KindTable] = {
+            kind: KindTable(d["table"], d["key"], tuple(d["columns"]), tuple(d["order"]))
+            for kind, d in orjson.loads(described)["kinds"].items()}
+        for kind in KINDS:
+            t = self.schema[kind]
+            rows = self._sql(f"SELECT doc FROM {_q(t.table)} ORDER BY {', '.join(_q(c) for c in t.order)}")
+            docs = [orjson.loads(r[0]) for r in rows]
+            self.records[kind] = {d[t.key]: d for d in docs}
         self._by_case: dict[str, list[dict]] = {}
         for d in self.records["derivation"].values():
             self._by_case.setdefault(d["case"], []).append(d)
@@ -215,11 +282,8 @@ class Store:
 
     def _load_measurements(self) -> None:
         """The manifest of the measured tables and the columns of each `measured_<table>` (rows stay in SQL)."""
-        with Session(self.engine) as s:
-            rows = s.exec(select(T.MeasurementFile).order_by(T.MeasurementFile.path)).all()
         self.measurement_files: list[dict[str, Any]] = []
-        for r in rows:
-            f = r.model_dump()
+        for f in self._dicts("SELECT * FROM measurement_file ORDER BY path"):
             f["table"] = f.pop("table_name")
             f["columns"] = f["columns"].split(",") if f["columns"] else []
             self.measurement_files.append(f)
@@ -233,24 +297,12 @@ class Store:
                 self.measured_columns[table] = [c[0] for c in cols]
         self.measurements = Measurements(self.measurement_files, systems, self._measured_file_columns)
 
-    def _sql(self, sql: str, params: list[Any] | None = None) -> list[tuple]:
-        """Rows of one read-only SQL statement on a pooled connection (`?` parameters)."""
-        raw = self.engine.raw_connection()
-        try:
-            return raw.driver_connection.execute(sql, params or []).fetchall()
-        finally:
-            raw.close()
-
     def _measured_file_columns(self, f: dict[str, Any]) -> dict[str, np.ndarray]:
         """One measured file's own columns as NumPy arrays, rows in file order."""
-        cols = ", ".join(f'"{c}"' for c in f["columns"])
-        raw = self.engine.raw_connection()
-        try:
-            cur = raw.driver_connection.execute(
-                f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid", [f["path"]])
+        cols = ", ".join(_q(c) for c in f["columns"])
+        with self._cursor() as cur:
+            cur.execute(f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid", [f["path"]])
             return dict(cur.fetchnumpy())
-        finally:
-            raw.close()
 
     def measured_distinct(self, table: str, column: str, limit: int = 100) -> list[Any]:
         """The values one column of `measured_<table>` takes (sorted, at most `limit`; cached)."""
@@ -291,28 +343,24 @@ class Store:
                       limit: int = 100, offset: int = 0) -> Page:
         """A page of the stored α–β fits of the measured all-reduces (`measured_fit`), filtered exactly
         (text case-insensitively), ordered by system, table and GPU count. Each item names its `table`."""
-        t = T.MeasuredFit
-        conds = [func.lower(col) == value.lower() for col, value in ((t.system, system), (t.table_name, table))
-                 if value is not None]
+        conds, params = [], []
+        for col, value in (("system", system), ("table_name", table)):
+            if value is not None:
+                conds.append(f"lower({col}) = ?")
+                params.append(value.lower())
         if gpus is not None:
-            conds.append(t.gpus == gpus)
-        with Session(self.engine) as s:
-            total = s.exec(select(func.count()).select_from(t).where(*conds)).one()
-            rows = s.exec(select(t).where(*conds).order_by(t.system, t.table_name, t.gpus).offset(offset).limit(limit)).all()
-        items = [{("table" if c == "table_name" else c): getattr(r, c) for c in t.model_fields} for r in rows]
+            conds.append("gpus = ?")
+            params.append(gpus)
+        clause = (" WHERE " + " AND ".join(conds)) if conds else ""
+        total = self._sql(f"SELECT count(*) FROM measured_fit{clause}", params)[0][0]
+        rows = self._dicts(f"SELECT * FROM measured_fit{clause} ORDER BY system, table_name, gpus LIMIT ? OFFSET ?",
+                           [*params, limit, offset])
+        items = [{("table" if c == "table_name" else c): v for c, v in r.items()} for r in rows]
         return Page(items, int(total), limit, offset)
 
     def fits_of(self, system: str, table: str) -> list[dict]:
         """Every stored fit of one measured system's table, by GPU count."""
         return self.measured_fits(system, table, limit=1000).items
-
-    def _default_order(self, kind: str):
-        t = T.TABLES[kind]
-        if kind == "case":
-            return [t.section_order, t.slug]
-        if kind == "derivation":
-            return [t.case_slug, t.id]
-        return None
 
     @property
     def content_hash(self) -> str:
@@ -355,49 +403,54 @@ class Store:
     def list(self, kind: str, where: dict[str, Any] | None = None, limit: int = 50, offset: int = 0,
              sort: str | None = None, descending: bool = False, contains: dict[str, str] | None = None) -> Page:
         """A page of records filtered in SQL. `where`: column -> exact value (case-insensitive for text);
-        `contains`: column -> substring. Unknown columns are a programming error (KeyError)."""
-        table = T.TABLES[kind]
-        key_name = KEY.get(kind, "id")
-        conds = []
+        `contains`: column -> substring (`%` and `_` match themselves). Unknown columns are a programming
+        error (KeyError)."""
+        t = self.schema[kind]
+
+        def column(name: str) -> str:
+            if name not in t.columns:
+                raise KeyError(name)
+            return _q(name)
+
+        conds, params = [], []
         for col, value in (where or {}).items():
             if value is None:
                 continue
-            column = getattr(table, col)
             if isinstance(value, str):
-                conds.append(func.lower(column) == value.lower())
+                conds.append(f"lower({column(col)}) = ?")
+                params.append(value.lower())
             else:
-                conds.append(column == value)
+                conds.append(f"{column(col)} = ?")
+                params.append(value)
         for col, value in (contains or {}).items():
             if value:
-                # autoescape: `%`, `_` and the escape character itself match literally (`q=%` is not "anything")
-                conds.append(func.lower(getattr(table, col)).contains(value.lower(), autoescape=True))
-        order = []
-        if sort:
-            column = getattr(table, sort)
-            order.append(column.desc().nulls_last() if descending else column.asc().nulls_last())
-        order += self._default_order(kind) or [getattr(table, key_name)]
-        with Session(self.engine) as s:
-            total = s.exec(select(func.count()).select_from(table).where(*conds)).one()
-            rows = s.exec(select(table.doc).where(*conds).order_by(*order).offset(offset).limit(limit)).all()
-        return Page([orjson.loads(r) for r in rows], int(total), limit, offset)
+                conds.append(f"lower({column(col)}) LIKE ? ESCAPE '\\'")
+                params.append("%" + _like_escape(value.lower()) + "%")
+        order = [f"{column(sort)} {'DESC' if descending else 'ASC'} NULLS LAST"] if sort else []
+        order += [_q(c) for c in t.order]
+        clause = (" WHERE " + " AND ".join(conds)) if conds else ""
+        total = self._sql(f"SELECT count(*) FROM {_q(t.table)}{clause}", params)[0][0]
+        rows = self._sql(f"SELECT doc FROM {_q(t.table)}{clause} ORDER BY {', '.join(order)} LIMIT ? OFFSET ?",
+                         [*params, limit, offset])
+        return Page([orjson.loads(r[0]) for r in rows], int(total), limit, offset)
 
     def columns(self, kind: str) -> list[str]:
-        return [c for c in T.TABLES[kind].model_fields if c != "doc"]
+        """The filter and sort columns of one kind's table, in declaration order (`doc` excluded)."""
+        return list(self.schema[kind].columns)
 
     def peaks(self, hardware_id: str) -> list[dict]:
-        with Session(self.engine) as s:
-            rows = s.exec(select(T.HardwarePeak).where(T.HardwarePeak.hardware_id == hardware_id)).all()
-        return [r.model_dump() for r in rows]
+        return self._dicts("SELECT * FROM hardware_peak WHERE hardware_id = ?", [hardware_id])
 
     def facts_from_source(self, source_id: str) -> list[dict]:
-        with Session(self.engine) as s:
-            rows = s.exec(select(T.Fact).where(T.Fact.source_id == source_id).order_by(T.Fact.kind, T.Fact.record_id, T.Fact.field)).all()
-        return [r.model_dump() for r in rows]
+        return self._dicts("SELECT * FROM fact WHERE source_id = ? ORDER BY kind, record_id, field", [source_id])
 
     def fact_counts(self) -> dict[str, int]:
-        with Session(self.engine) as s:
-            rows = s.exec(select(T.Fact.kind, func.count()).group_by(T.Fact.kind)).all()
-        return {k: int(n) for k, n in rows}
+        return {k: int(n) for k, n in self._sql("SELECT kind, count(*) FROM fact GROUP BY kind")}
 
     def close(self) -> None:
-        self.engine.dispose()
+        while True:
+            try:
+                self._cursors.get_nowait().close()
+            except queue.Empty:
+                break
+        self._con.close()

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from sqlmodel import Field, SQLModel
 
 from knowledge import records as R
+from knowledge.measurements import FIT_METHOD, FITTED_TABLES  # noqa: F401  (MeasuredFit rows use them)
 
 
 @dataclass(frozen=True)
@@ -220,15 +221,6 @@ class MeasurementFile(SQLModel, table=True):
     @classmethod
     def row(cls, f: dict[str, Any]) -> dict[str, Any]:
         return {**{k: f.get(k) for k in cls.model_fields}, "table_name": f["table"], "columns": ",".join(f["columns"])}
-
-
-#: the measured tables whose all-reduce rows are fitted at build time -> the backend fitted (None: the table has none)
-FITTED_TABLES: dict[str, Optional[str]] = {"nccl": None, "custom_allreduce": "vllm_graph"}
-#: how every fit of `measured_fit` was made (stored with each row)
-FIT_METHOD = ("Weighted least squares on the relative error (each point weighted by 1/T) of T = a + M/b over the "
-              "16-bit all_reduce rows of one system and GPU count p, with a, b ≥ 0, read as a ring all-reduce of "
-              "2(p−1) dependent rounds moving 2(p−1)/p·M bytes per rank, so α = a/(2(p−1)) per round and "
-              "B = b·2(p−1)/p bytes per second one way.")
 
 
 class MeasuredFit(SQLModel, table=True):

@@ -14,9 +14,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: imported only when needed: the MCP SDK (and what it pulls in) at the first /mcp request; the rest never
-#: by the serving path
+#: by the serving path (the ORM and the DuckDB dialect only write stores: `casebook build`)
 LAZY = ("mcp", "mcp_types", "api.mcp_server", "sse_starlette", "rich", "cryptography", "pyarrow", "pandas",
         "alembic", "schemathesis", "hypothesis", "uvicorn.workers")
+ORM = ("sqlalchemy", "sqlmodel", "duckdb_engine", "knowledge.tables")
 
 
 def _modules_after(code: str, built_db: Path) -> set[str]:
@@ -31,7 +32,7 @@ def test_importing_the_app_leaves_heavy_packages_out(built_db):
     """`import api.app` (what every worker does) imports none of the lazy packages."""
     loaded = _modules_after("import api.app", built_db)
     assert "api.app" in loaded
-    assert sorted(m for m in LAZY if m in loaded) == []
+    assert sorted(m for m in (*LAZY, *ORM) if m in loaded) == []
 
 
 def test_started_app_still_leaves_mcp_out_until_first_mcp_request(built_db):
@@ -50,3 +51,20 @@ def test_started_app_still_leaves_mcp_out_until_first_mcp_request(built_db):
     loaded = _modules_after(code, built_db)
     assert "api.mcp_server" in loaded
     assert "mcp" in loaded
+
+
+def test_serving_reads_the_store_without_the_orm(built_db):
+    """Opening the store and answering lists, filters, sorted lists, facts, measured pages and the downloads
+    index speak SQL to DuckDB directly: SQLAlchemy, SQLModel and the DuckDB dialect stay out of a worker."""
+    code = (
+        "from fastapi.testclient import TestClient\n"
+        "import api.app\n"
+        "with TestClient(api.app.app) as c:\n"
+        "    for url in ('/api/v1/models?limit=3', '/api/v1/hardware?vendor=nvidia&sort=memory_bytes&order=desc',\n"
+        "                '/api/v1/cases?q=kv', '/api/v1/sources', '/api/v1/export', '/api/v1/measurements/fits',\n"
+        "                '/hardware/h100-sxm', '/'):\n"
+        "        assert c.get(url).status_code == 200, url\n"
+    )
+    loaded = _modules_after(code, built_db)
+    assert "knowledge.store" in loaded
+    assert sorted(m for m in ORM if m in loaded) == []

@@ -30,8 +30,7 @@ from api.problems import problem
 from api.responses import FastJSONResponse
 from api.urls import COLLECTIONS, urls
 from calculators.suggest import close_matches, phrase
-from knowledge import tables as T
-from knowledge.store import KEY, Store
+from knowledge.store import KindTable, Store
 
 router = APIRouter(tags=["export"])
 
@@ -72,17 +71,17 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _record_kind(kind: str, table: type[T.RecordTable], stored: list[str]) -> Kind:
-    """A record table: its declared columns in declaration order (`doc` last), then any other stored column."""
+def _record_kind(kind: str, table: KindTable, stored: list[str]) -> Kind:
+    """A record table: its declared columns in declaration order, `doc`, then any other stored column."""
     name = COLLECTIONS[kind]
-    cols = ", ".join(_q(c) for c in [*(c for c in table.model_fields if c in stored),
-                                     *(c for c in stored if c not in table.model_fields)])
-    order = {"case": "section_order, slug", "derivation": "case_slug, id"}.get(kind, _q(KEY.get(kind, "id")))
+    declared = [*table.columns, "doc"]
+    cols = ", ".join(_q(c) for c in [*(c for c in declared if c in stored), *(c for c in stored if c not in declared)])
+    order = ", ".join(_q(c) for c in table.order)
     licence = BOOK if kind in ("case", "derivation") else LICENCE
     page = urls.listing(kind) if kind != "derivation" else None
-    return Kind(name, table.__tablename__, f"SELECT {cols} FROM {table.__tablename__} ORDER BY {order}",
+    return Kind(name, table.table, f"SELECT {cols} FROM {table.table} ORDER BY {order}",
                 f"{name.replace('-', ' ').capitalize()}",
-                f"The `{table.__tablename__}` table: one row per {kind} record, its filter columns, and `doc`, the "
+                f"The `{table.table}` table: one row per {kind} record, its filter columns, and `doc`, the "
                 "whole record as JSON text with per-field provenance.", licence, page, urls.api_list(kind))
 
 
@@ -149,8 +148,8 @@ def kinds_of(store: Store) -> dict[str, Kind]:
     for table, column in store._sql("SELECT table_name, column_name FROM information_schema.columns "
                                     "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position"):
         stored.setdefault(table, []).append(column)
-    out = {k.name: k for k in (_record_kind(kind, table, stored.get(table.__tablename__, []))
-                               for kind, table in T.TABLES.items())}
+    out = {k.name: k for k in (_record_kind(kind, table, stored.get(table.table, []))
+                               for kind, table in store.schema.items())}
     measured = _measured_licence(store)
     for k in EXTRA:
         out[k.name] = k if k.licence else Kind(**{**k.__dict__, "licence": measured})
@@ -212,11 +211,7 @@ class Exporter:
         raise RuntimeError("no directory to write the downloads to")
 
     def _sql(self, sql: str) -> list[tuple]:
-        raw = self.store.engine.raw_connection()
-        try:
-            return raw.driver_connection.execute(sql).fetchall()
-        finally:
-            raw.close()
+        return self.store._sql(sql)
 
     def columns(self, kind: Kind) -> list[dict[str, str]]:
         return [{"name": r[0], "type": r[1]} for r in self._sql(f"DESCRIBE {kind.select}")]

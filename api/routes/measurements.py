@@ -23,7 +23,7 @@ from api.routes.common import NotFound
 from api.urls import urls
 from knowledge.measurements import DTYPE_BYTES, MESSAGE_DTYPE, TABLES, UNITS
 from knowledge.store import Page, Store
-from knowledge.tables import FIT_METHOD, FITTED_TABLES
+from knowledge.measurements import FIT_METHOD, FITTED_TABLES
 
 router = APIRouter(tags=["measurements"])
 

@@ -32,7 +32,7 @@ from api.site.chart_layout import compact
 from api.site.render import page_router, pager, problem_page, render, store_of, twin
 from knowledge.measurements import MESSAGE_DTYPE, TABLES, UNITS
 from knowledge.store import Store
-from knowledge.tables import FIT_METHOD, FITTED_TABLES
+from knowledge.measurements import FIT_METHOD, FITTED_TABLES
 
 router = page_router()
 

@@ -123,9 +123,8 @@ def test_the_server_opens_its_store_read_only(app, client):
     import duckdb
 
     store = app.state.store
-    with store.engine.connect() as conn:
-        with pytest.raises(Exception) as err:
-            conn.exec_driver_sql("CREATE TABLE intruder (x INTEGER)")
+    with pytest.raises(duckdb.Error) as err:
+        store._sql("CREATE TABLE intruder (x INTEGER)")
     assert 'Cannot execute statement of type "CREATE"' in str(err.value)
     assert "attached in read-only mode" in str(err.value)
     assert isinstance(duckdb.__version__, str)

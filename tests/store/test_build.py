@@ -1,6 +1,7 @@
 """The builder refuses bad data with the file, record and field named; migrations are idempotent."""
 from __future__ import annotations
 
+import json
 import shutil
 import textwrap
 from pathlib import Path
@@ -194,3 +195,49 @@ def test_sqlmodel_tables_match_the_migrated_schema(built_db, tmp_path):
 
 def test_real_data_has_no_problems():
     assert [str(p) for p in check(DATA_DIR)[1]] == []
+
+
+def test_the_store_describes_its_tables_as_the_sqlmodel_classes_declare_them(built_db, tmp_path):
+    """Readers take each kind's table, key, columns and order from meta `store_schema` (no ORM at serve time):
+    it must say what `knowledge.tables` declares, every table it names must exist, and the Store reads it."""
+    from knowledge.store import KEY, SCHEMA_META_KEY, Store
+    from knowledge.tables import TABLES
+
+    path = _private_copy(built_db, tmp_path)
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        described = json.loads(con.execute("SELECT value FROM meta WHERE key = ?", [SCHEMA_META_KEY]).fetchone()[0])
+        names = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    finally:
+        con.close()
+    assert described["tables"] == [t.__tablename__ for t in ALL_TABLES]
+    assert set(described["tables"]) <= names
+    assert list(described["kinds"]) == list(TABLES)
+    for kind, cls in TABLES.items():
+        d = described["kinds"][kind]
+        assert d["table"] == cls.__tablename__
+        assert d["key"] == KEY.get(kind, "id")
+        assert d["columns"] == [c for c in cls.model_fields if c != "doc"]
+        assert set(d["order"]) <= set(d["columns"]) and d["order"]
+    store = Store(path)
+    try:
+        assert store.columns("hardware") == described["kinds"]["hardware"]["columns"]
+        with pytest.raises(KeyError):
+            store.list("hardware", where={"no_such_column": 1})
+    finally:
+        store.close()
+
+
+def test_a_store_without_its_description_is_refused_with_the_reason(built_db, tmp_path):
+    """A store written before `store_schema` existed is not served half-understood: verification names why."""
+    from knowledge.store import SCHEMA_META_KEY, StoreInvalid, verify_store
+
+    path = tmp_path / "old.duckdb"
+    shutil.copyfile(built_db, path)
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("DELETE FROM meta WHERE key = ?", [SCHEMA_META_KEY])
+    finally:
+        con.close()
+    with pytest.raises(StoreInvalid, match="store_schema"):
+        verify_store(path)

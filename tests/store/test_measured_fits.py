@@ -10,7 +10,7 @@ from calculators.link_fit import fit_all_reduce
 from knowledge import measurements as M
 from knowledge.build import measured_fit_rows
 from knowledge.store import Store
-from knowledge.tables import FIT_METHOD, FITTED_TABLES
+from knowledge.measurements import FIT_METHOD, FITTED_TABLES
 
 NUMBERS = ("start_up_s", "algorithm_bytes_per_s", "alpha_s", "link_bytes_per_s", "rms_relative_residual",
            "max_relative_residual", "message_bytes_min", "message_bytes_max")
