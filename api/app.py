@@ -1,6 +1,7 @@
 """The ASGI application: JSON API under /api/v1, the HTML site, health, problem+json errors."""
 from __future__ import annotations
 
+import gc
 import logging
 from contextlib import asynccontextmanager
 
@@ -56,6 +57,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if opened:
             app.state.store = open_store(settings)
             app.state.search_index = build_index(app.state.store)
+            # Everything built so far lives as long as the worker: move it out of the collector's reach, so
+            # that a full collection under load walks only what requests allocate (shorter pauses, p99)
+            gc.collect()
+            gc.freeze()
         async with _mcp_lifespan(app):
             yield
         if opened:
