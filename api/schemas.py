@@ -95,7 +95,9 @@ class Envelope(BaseModel):
     steps: list[Step]
     assumptions: list[str]
     cases: list[CaseRef]
-    explanation_url: str
+    explanation_url: str = Field(description="The explainer page computing this request (relative URL). A sweep "
+                                 "whose whole request would make it longer than 8,000 characters links the page of "
+                                 "its first point, the point the headline and steps describe.")
 
 
 class CalculatorInfo(BaseModel):

@@ -264,6 +264,30 @@ def calculator_url(name: str, body: dict | None = None) -> str:
     return f"/calculators/{name}?body=" + query_escape(orjson.dumps(body))
 
 
+#: longest explanation URL given whole: 8,000 characters is what common servers and proxies accept in a request
+#: line (nginx's default header buffer is 8 KiB); a sweep beyond it links the page of its first point
+EXPLANATION_URL_MAX = 8000
+
+
+def explanation_link(calc: Calculator, body: dict) -> str:
+    """The explainer page computing `body`; when that URL would be longer than EXPLANATION_URL_MAX (a sweep of
+    thousands of points), the page of the sweep's first point (every swept field at its first value), which is
+    the point the headline and the steps describe; when even that is too long, the calculator's form."""
+    url = calculator_url(calc.name, body)
+    if len(url) <= EXPLANATION_URL_MAX:
+        return url
+    first = orjson.loads(orjson.dumps(body))               # a deep copy to edit
+    for path in calc.sweepable:
+        *parents, leaf = path.split(".")
+        node = first
+        for key in parents:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(leaf), list) and node[leaf]:
+            node[leaf] = node[leaf][0]
+    url = calculator_url(calc.name, first)
+    return url if len(url) <= EXPLANATION_URL_MAX else calculator_url(calc.name)
+
+
 def _get(lookup: Lookup, kind: str, ident: str) -> dict | None:
     try:
         return lookup(kind, ident)
@@ -309,7 +333,7 @@ def envelope(calc: Calculator, request: BaseModel, result: Result, lookup: Looku
         "steps": [s.as_dict() for s in result.steps],
         "assumptions": result.assumptions,
         "cases": case_refs(lookup, calc.cases),
-        "explanation_url": calculator_url(calc.name, request.model_dump(mode="json", exclude_unset=True, by_alias=True)),
+        "explanation_url": explanation_link(calc, request.model_dump(mode="json", exclude_unset=True, by_alias=True)),
     }
 
 

@@ -103,3 +103,35 @@ def test_batch_answers_each_item_in_order(client):
     assert [x["status"] for x in res] == [200, 422, 404]
     assert res[0]["response"]["outputs"]["total_s"] == pytest.approx(12.8)
     assert res[1]["problem"]["errors"][0]["field"] == "upload_bytes"
+
+
+def _body_of(url: str) -> dict:
+    import json
+    from urllib.parse import parse_qs, urlsplit
+
+    return json.loads(parse_qs(urlsplit(url).query)["body"][0])
+
+
+def test_a_short_sweep_links_its_whole_request(client):
+    body = {"model": "qwen3-8b", "tokens": [1024, 2048, 4096]}
+    env = client.post("/api/v1/calculators/kv-cache", json=body).json()
+    assert _body_of(env["explanation_url"])["tokens"] == [1024, 2048, 4096]
+
+
+def test_a_long_sweep_links_the_page_of_its_first_point_not_an_unusable_url(client):
+    """A 20,000-point sweep would need a ~150 kB URL (beyond what servers and proxies take in a request line, our
+    own 64 KiB head limit included): the link explains the first point, which the headline and steps describe,
+    and the page answers."""
+    from calculators.runner import EXPLANATION_URL_MAX, calculator_url
+
+    tokens = list(range(1000, 1000 + 20_000 * 7, 7))
+    body = {"model": "qwen3-8b", "tokens": tokens, "requests": 4}
+    assert len(calculator_url("kv-cache", body)) > 10 * EXPLANATION_URL_MAX
+    env = client.post("/api/v1/calculators/kv-cache", json=body).json()
+    url = env["explanation_url"]
+    assert len(url) <= EXPLANATION_URL_MAX
+    assert _body_of(url) == {"model": "qwen3-8b", "tokens": 1000, "requests": 4}
+    page = client.get(url)
+    assert page.status_code == 200
+    first = client.post("/api/v1/calculators/kv-cache", json=_body_of(url)).json()
+    assert env["headline"] == first["headline"].rstrip(".") + " at the first of 20,000 points."
