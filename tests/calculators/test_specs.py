@@ -112,3 +112,21 @@ def test_unknown_hardware_is_a_422_naming_the_field():
     with pytest.raises(Exception) as e:
         solve("weight-memory", {"params": 1e9, "hardware": "h100"}, LOOKUP)
     assert e.value.status == 422 and e.value.errors[0].field == "hardware"
+
+
+def test_a_record_is_read_per_device_once_and_a_changed_copy_anew(lookup):
+    """spec_from_record caches by the record's identity (store records never change): the same record gives the
+    same immutable spec; a modified copy (a what-if) is read again and keeps its own figures."""
+    import copy
+
+    from calculators.specs import spec_from_record
+
+    rec = lookup("hardware", "h100-sxm")
+    first = spec_from_record(rec)
+    assert spec_from_record(rec) is first
+    changed = copy.deepcopy(rec)
+    changed["memory_bandwidth_bytes_per_s"]["value"] = first.memory_bandwidth_bytes_per_s / 2
+    other = spec_from_record(changed)
+    assert other is not first
+    assert other.memory_bandwidth_bytes_per_s == first.memory_bandwidth_bytes_per_s / 2
+    assert spec_from_record(rec).memory_bandwidth_bytes_per_s == first.memory_bandwidth_bytes_per_s
