@@ -185,8 +185,10 @@ class HeadMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "HEAD":
+        if scope["type"] != "http" or scope["method"] == "GET":
             return await self.app(scope, receive, send)
+        if scope["method"] != "HEAD":
+            return await self.app(scope, receive, self._allow_head(send))
         refused = False
 
         async def first(message):
@@ -211,6 +213,21 @@ class HeadMiddleware:
             return None
 
         await self.app({**scope, "method": "GET"}, receive, bodiless)
+
+    @staticmethod
+    def _allow_head(send):
+        """`send` with HEAD added to the `Allow` of a 405 that allows GET (HEAD is answered wherever GET is)."""
+        async def with_head(message):
+            if message["type"] == "http.response.start" and message["status"] == 405:
+                headers = list(message.get("headers", []))
+                for i, (name, value) in enumerate(headers):
+                    if name.lower() == b"allow":
+                        methods = [m.strip() for m in value.decode("latin-1").split(",") if m.strip()]
+                        if "GET" in methods and "HEAD" not in methods:
+                            headers[i] = (name, ", ".join([*methods, "HEAD"]).encode("latin-1"))
+                message = {**message, "headers": headers}
+            await send(message)
+        return with_head
 
 
 class PlainErrorsMiddleware:

@@ -95,15 +95,21 @@ def test_a_bad_enum_in_a_query_suggests(client):
 # --------------------------------------------------------------------------- 405 always says what is allowed
 
 @pytest.mark.parametrize("method, url, allowed", [
-    ("PUT", "/api/v1/models/qwen3-8b", {"GET"}), ("POST", "/healthz", {"GET"}),
-    ("PUT", KV, {"GET", "POST"}), ("DELETE", "/api/v1/calculators:batch", {"POST"}),
+    ("PUT", "/api/v1/models/qwen3-8b", {"GET", "HEAD"}), ("POST", "/healthz", {"GET", "HEAD"}),
+    ("PUT", KV, {"GET", "HEAD", "POST"}), ("DELETE", "/api/v1/calculators:batch", {"POST"}),
     ("POST", "/static/style.css", {"GET", "HEAD"}), ("DELETE", "/mcp", {"POST"}),
-    ("PUT", "/calculators/kv-cache", {"GET"}),
+    ("PUT", "/calculators/kv-cache", {"GET", "HEAD"}),
 ])
 def test_every_405_carries_allow(client, method, url, allowed):
+    """`Allow` lists every method that works, HEAD included wherever GET is (HeadMiddleware answers it), and each
+    listed method really is answered (no 405)."""
     r = client.request(method, url)
     assert r.status_code == 405, r.text
-    assert {m.strip() for m in r.headers["allow"].split(",")} == allowed
+    listed = [m.strip() for m in r.headers["allow"].split(",")]
+    assert set(listed) == allowed and len(listed) == len(set(listed))
+    for m in listed:
+        if m != "POST":
+            assert client.request(m, url).status_code != 405, (m, url)
 
 
 # --------------------------------------------------------------------------- JSON syntax

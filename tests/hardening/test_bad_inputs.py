@@ -96,7 +96,7 @@ def test_no_write_methods(client):
     for method in ("PUT", "DELETE", "PATCH"):
         r = client.request(method, "/api/v1/models/qwen3-8b")
         assert r.status_code == 405
-        assert r.headers["allow"] == "GET"
+        assert r.headers["allow"] == "GET, HEAD"
 
 
 @pytest.mark.parametrize("calculator, body, field", [
@@ -116,7 +116,7 @@ def test_booleans_anywhere_a_number_goes_are_refused(client, calculator, body, f
 def test_a_misspelt_calculator_under_any_method(client):
     assert problem(client.post("/api/v1/calculators/kvcache", json={}), 404)["suggestions"][0] == "kv-cache"
     r = client.put("/api/v1/calculators/kvcache", json={})
-    assert r.status_code == 405 and set(r.headers["allow"].split(", ")) == {"GET", "POST"}
+    assert r.status_code == 405 and set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
 
 
 def test_the_server_opens_its_store_read_only(app, client):
