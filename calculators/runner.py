@@ -273,19 +273,29 @@ def explanation_link(calc: Calculator, body: dict) -> str:
     """The explainer page computing `body`; when that URL would be longer than EXPLANATION_URL_MAX (a sweep of
     thousands of points), the page of the sweep's first point (every swept field at its first value), which is
     the point the headline and the steps describe; when even that is too long, the calculator's form."""
-    url = calculator_url(calc.name, body)
-    if len(url) <= EXPLANATION_URL_MAX:
-        return url
-    first = orjson.loads(orjson.dumps(body))               # a deep copy to edit
-    for path in calc.sweepable:
+    if len(orjson.dumps(body)) <= EXPLANATION_URL_MAX:      # escaping only lengthens: test the cheap bound first
+        url = calculator_url(calc.name, body)
+        if len(url) <= EXPLANATION_URL_MAX:
+            return url
+    url = calculator_url(calc.name, first_point(body, calc.sweepable))
+    return url if len(url) <= EXPLANATION_URL_MAX else calculator_url(calc.name)
+
+
+def first_point(body: dict, sweepable: Sequence[str]) -> dict:
+    """`body` with every swept field (dotted paths into nested objects) at its first value; the rest shared."""
+    first = dict(body)
+    for path in sweepable:
         *parents, leaf = path.split(".")
         node = first
         for key in parents:
-            node = node.get(key) if isinstance(node, dict) else None
-        if isinstance(node, dict) and isinstance(node.get(leaf), list) and node[leaf]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                node = None
+                break
+            node[key] = node = dict(child)                  # copy on the way down: `body` is never changed
+        if node is not None and isinstance(node.get(leaf), list) and node[leaf]:
             node[leaf] = node[leaf][0]
-    url = calculator_url(calc.name, first)
-    return url if len(url) <= EXPLANATION_URL_MAX else calculator_url(calc.name)
+    return first
 
 
 def _get(lookup: Lookup, kind: str, ident: str) -> dict | None:

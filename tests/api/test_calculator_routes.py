@@ -135,3 +135,12 @@ def test_a_long_sweep_links_the_page_of_its_first_point_not_an_unusable_url(clie
     assert page.status_code == 200
     first = client.post("/api/v1/calculators/kv-cache", json=_body_of(url)).json()
     assert env["headline"] == first["headline"].rstrip(".") + " at the first of 20,000 points."
+
+
+def test_first_point_takes_the_first_value_of_swept_fields_only_and_leaves_the_request_alone():
+    from calculators.runner import first_point
+
+    body = {"tokens": [1, 2], "operation": {"m": [3, 4], "k": 5}, "segments": [7, 8]}
+    got = first_point(body, ("tokens", "operation.m", "operation.count", "absent.field"))
+    assert got == {"tokens": 1, "operation": {"m": 3, "k": 5}, "segments": [7, 8]}
+    assert body == {"tokens": [1, 2], "operation": {"m": [3, 4], "k": 5}, "segments": [7, 8]}
