@@ -17,6 +17,7 @@ from api import schemas as S
 from api.deps import get_store
 from api.markdown import render_markdown, wants_markdown
 from api.problems import ProblemResponse, problem_body
+from api.requests import OrjsonRoute
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate, calculate_here, case_refs, in_pool
@@ -24,7 +25,7 @@ from calculators import limits
 from calculators.registry import REGISTRY, Calculator
 from knowledge.store import Store
 
-router = APIRouter(tags=["calculators"])
+router = APIRouter(tags=["calculators"], route_class=OrjsonRoute)
 
 MARKDOWN_DOC = {"text/markdown": {"schema": {"type": "string"},
                                   "example": "# kv-cache\n\n| step | formula | … |"}}
