@@ -185,10 +185,8 @@ class HeadMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] == "GET":
+        if scope["type"] != "http" or scope["method"] != "HEAD":
             return await self.app(scope, receive, send)
-        if scope["method"] != "HEAD":
-            return await self.app(scope, receive, self._allow_head(send))
         refused = False
 
         async def first(message):
@@ -213,21 +211,6 @@ class HeadMiddleware:
             return None
 
         await self.app({**scope, "method": "GET"}, receive, bodiless)
-
-    @staticmethod
-    def _allow_head(send):
-        """`send` with HEAD added to the `Allow` of a 405 that allows GET (HEAD is answered wherever GET is)."""
-        async def with_head(message):
-            if message["type"] == "http.response.start" and message["status"] == 405:
-                headers = list(message.get("headers", []))
-                for i, (name, value) in enumerate(headers):
-                    if name.lower() == b"allow":
-                        methods = [m.strip() for m in value.decode("latin-1").split(",") if m.strip()]
-                        if "GET" in methods and "HEAD" not in methods:
-                            headers[i] = (name, ", ".join([*methods, "HEAD"]).encode("latin-1"))
-                message = {**message, "headers": headers}
-            await send(message)
-        return with_head
 
 
 class PlainErrorsMiddleware:
@@ -391,7 +374,7 @@ _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
 
 def allowed_methods(app, scope) -> list[str]:
     """The methods the app answers at the path of `scope` (for the `Allow` header of a 405): every method some
-    route fully matches there (HEAD wherever GET, see HeadMiddleware, is not listed: the routes' own methods are);
+    route fully matches there, and HEAD wherever GET (HeadMiddleware answers it);
     mounted static files take GET and HEAD, plain ASGI endpoints the methods they declare (`allowed_methods`, the
     MCP guard: POST) or else GET and POST."""
     from starlette.routing import Match, Mount, Route
@@ -407,6 +390,8 @@ def allowed_methods(app, scope) -> list[str]:
             methods |= {m for m in _METHODS if route.matches({**scope, "method": m})[0] is Match.FULL}
         except Exception:  # noqa: BLE001, S112 - a route that cannot judge this scope does not match it
             continue
+    if "GET" in methods:
+        methods.add("HEAD")
     return sorted(methods) or ["GET", "HEAD"]
 
 

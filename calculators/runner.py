@@ -261,7 +261,12 @@ def calculator_url(name: str, body: dict | None = None) -> str:
     """The explainer page of a calculator, with `body` as its shareable query (the site's URL for it)."""
     if body is None:
         return f"/calculators/{name}"
-    return f"/calculators/{name}?body=" + query_escape(orjson.dumps(body))
+    return _url_with_json(name, orjson.dumps(body))
+
+
+def _url_with_json(name: str, body_json: bytes) -> str:
+    """The calculator page whose `body` query is this JSON text (already encoded, so it is not encoded twice)."""
+    return f"/calculators/{name}?body=" + query_escape(body_json)
 
 
 #: longest explanation URL given whole: 8,000 characters is what common servers and proxies accept in a request
@@ -273,8 +278,9 @@ def explanation_link(calc: Calculator, body: dict) -> str:
     """The explainer page computing `body`; when that URL would be longer than EXPLANATION_URL_MAX (a sweep of
     thousands of points), the page of the sweep's first point (every swept field at its first value), which is
     the point the headline and the steps describe; when even that is too long, the calculator's form."""
-    if len(orjson.dumps(body)) <= EXPLANATION_URL_MAX:      # escaping only lengthens: test the cheap bound first
-        url = calculator_url(calc.name, body)
+    body_json = orjson.dumps(body)
+    if len(body_json) <= EXPLANATION_URL_MAX:                # escaping only lengthens: test the cheap bound first
+        url = _url_with_json(calc.name, body_json)
         if len(url) <= EXPLANATION_URL_MAX:
             return url
     url = calculator_url(calc.name, first_point(body, calc.sweepable))

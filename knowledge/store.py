@@ -204,7 +204,7 @@ class KindTable:
     order: tuple[str, ...]
 
 
-def _q(name: str) -> str:
+def quote_identifier(name: str) -> str:
     """A quoted SQL identifier."""
     return '"' + name.replace('"', '""') + '"'
 
@@ -272,7 +272,8 @@ class Store:
             for kind, d in orjson.loads(described)["kinds"].items()}
         for kind in KINDS:
             t = self.schema[kind]
-            rows = self._sql(f"SELECT doc FROM {_q(t.table)} ORDER BY {', '.join(_q(c) for c in t.order)}")
+            order = ", ".join(quote_identifier(c) for c in t.order)
+            rows = self._sql(f"SELECT doc FROM {quote_identifier(t.table)} ORDER BY {order}")
             docs = [orjson.loads(r[0]) for r in rows]
             self.records[kind] = {d[t.key]: d for d in docs}
         self._by_case: dict[str, list[dict]] = {}
@@ -299,7 +300,7 @@ class Store:
 
     def _measured_file_columns(self, f: dict[str, Any]) -> dict[str, np.ndarray]:
         """One measured file's own columns as NumPy arrays, rows in file order."""
-        cols = ", ".join(_q(c) for c in f["columns"])
+        cols = ", ".join(quote_identifier(c) for c in f["columns"])
         with self._cursor() as cur:
             cur.execute(f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid", [f["path"]])
             return dict(cur.fetchnumpy())
@@ -410,7 +411,7 @@ class Store:
         def column(name: str) -> str:
             if name not in t.columns:
                 raise KeyError(name)
-            return _q(name)
+            return quote_identifier(name)
 
         conds, params = [], []
         for col, value in (where or {}).items():
@@ -427,10 +428,10 @@ class Store:
                 conds.append(f"lower({column(col)}) LIKE ? ESCAPE '\\'")
                 params.append("%" + _like_escape(value.lower()) + "%")
         order = [f"{column(sort)} {'DESC' if descending else 'ASC'} NULLS LAST"] if sort else []
-        order += [_q(c) for c in t.order]
+        order += [quote_identifier(c) for c in t.order]
         clause = (" WHERE " + " AND ".join(conds)) if conds else ""
-        total = self._sql(f"SELECT count(*) FROM {_q(t.table)}{clause}", params)[0][0]
-        rows = self._sql(f"SELECT doc FROM {_q(t.table)}{clause} ORDER BY {', '.join(order)} LIMIT ? OFFSET ?",
+        total = self._sql(f"SELECT count(*) FROM {quote_identifier(t.table)}{clause}", params)[0][0]
+        rows = self._sql(f"SELECT doc FROM {quote_identifier(t.table)}{clause} ORDER BY {', '.join(order)} LIMIT ? OFFSET ?",
                          [*params, limit, offset])
         return Page([orjson.loads(r[0]) for r in rows], int(total), limit, offset)
 

@@ -31,6 +31,7 @@ from api.responses import FastJSONResponse
 from api.urls import COLLECTIONS, urls
 from calculators.suggest import close_matches, phrase
 from knowledge.store import KindTable, Store
+from knowledge.store import quote_identifier as _q
 
 router = APIRouter(tags=["export"])
 
@@ -65,10 +66,6 @@ class Kind:
     licence: str
     page: str | None = None
     api: str | None = None
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _record_kind(kind: str, table: KindTable, stored: list[str]) -> Kind:
