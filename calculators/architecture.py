@@ -22,6 +22,7 @@ from pydantic import Field
 from calculators.core import (
     CalcInputError,
     Lookup,
+    RecordMemo,
     Result,
     fact_source,
     fact_value,
@@ -156,11 +157,27 @@ class Arch:
         return 2 * self.kv_heads * self.head_dim
 
 
+#: what a model record yields (its Arch, layer groups, ledger), computed once per record
+_DERIVED = RecordMemo()
+
+
 def arch_from_record(rec: dict, res: Result | None, loc: str = "model", qk_norm: bool | None = None) -> Arch | None:
-    """Shapes of a store model record, or None when its attention family has no projection ledger here."""
+    """Shapes of a store model record, or None when its attention family has no projection ledger here.
+
+    The Arch is shared by every request for the record (read it, don't change it); the facts it was read from
+    are cited into `res` each time."""
+    arch, cited = _DERIVED.get(rec, ("arch", loc, qk_norm), lambda: _arch_from_record(rec, loc, qk_norm))
+    if res is not None:
+        for prov in cited:
+            res.cite(prov)
+    return arch
+
+
+def _arch_from_record(rec: dict, loc: str, qk_norm: bool | None) -> tuple[Arch | None, list[dict]]:
+    """(the Arch, the provenance of the facts read) of a model record."""
     kind = str(rec.get("attention", "")).lower()
     if kind not in ("mha", "gqa", "mla"):
-        return None
+        return None, []
     v = {f: fact_value(rec, f, loc=loc) for f in SHAPE_FIELDS}
     ffn = fact_value(rec, "ffn_size", required=False) or 0
     arch = Arch(layers=int(v["layers"]), d=int(v["hidden_size"]), heads=int(v["heads"]), kv_heads=int(v["kv_heads"]),
@@ -187,17 +204,31 @@ def arch_from_record(rec: dict, res: Result | None, loc: str = "model", qk_norm:
         arch.nope_dim = int(fact_value(rec, "mla", "qk_nope_head_dim", required=False) or (arch.head_dim - arch.rope_dim))
         arch.v_dim = int(fact_value(rec, "mla", "v_head_dim", required=False) or arch.head_dim)
         cited += ["mla.kv_lora_rank", "mla.q_lora_rank", "mla.qk_rope_head_dim", "mla.qk_nope_head_dim", "mla.v_head_dim"]
-    if res is not None:
-        for f in cited:
-            res.cite(fact_source(rec, *f.split(".")))
-    return arch
+    provenance = [p for f in cited if (p := fact_source(rec, *f.split("."))) is not None]
+    return arch, provenance
 
 
 COMPONENTS = ("attention", "dense_ffn", "routed_experts", "shared_experts", "router", "norms", "embeddings", "lm_head")
 
 
+_LEDGERS: dict[int, tuple[Arch, dict]] = {}
+
+
 def ledger(a: Arch) -> dict:
-    """Parameter counts per component (whole model), per layer, and per token (active)."""
+    """Parameter counts per component (whole model), per layer, and per token (active).
+
+    Kept per Arch instance (a record's Arch is shared, so its ledger is counted once): read it, don't change it."""
+    hit = _LEDGERS.get(id(a))
+    if hit is not None and hit[0] is a:
+        return hit[1]
+    led = _ledger(a)
+    if len(_LEDGERS) >= _DERIVED.maxsize:
+        _LEDGERS.clear()
+    _LEDGERS[id(a)] = (a, led)
+    return led
+
+
+def _ledger(a: Arch) -> dict:
     d, L = a.d, a.layers
     if a.attention == "mla":
         q = (d * a.q_lora + a.q_lora + a.q_lora * a.heads * a.qk_dim) if a.q_lora else d * a.heads * a.qk_dim
@@ -306,7 +337,18 @@ def _int(v) -> int:
 
 
 def groups_from_model(rec: dict, res: Result | None, loc: str = "model") -> list[GroupSpec]:
-    """A store model record's layer groups as specs (KV heads and state heads inferred from the record)."""
+    """A store model record's layer groups as specs (KV heads and state heads inferred from the record).
+
+    Read once per record; each call gets its own list of the (immutable) specs and cites the facts into `res`."""
+    groups, cited = _DERIVED.get(rec, ("groups", loc), lambda: _groups_from_model(rec, loc))
+    if res is not None:
+        for prov in cited:
+            res.cite(prov)
+    return list(groups)
+
+
+def _groups_from_model(rec: dict, loc: str) -> tuple[tuple[GroupSpec, ...], list[dict]]:
+    """(the layer group specs, the provenance of the facts read) of a model record."""
     raw = rec.get("layer_groups")
     if not raw:
         raise CalcInputError(loc, f"{rec.get('id', '?')} has no layer_groups; give `architecture` instead")
@@ -322,16 +364,16 @@ def groups_from_model(rec: dict, res: Result | None, loc: str = "model") -> list
         state = _int(g.get("state_elements") or 0)
         groups.append(GroupSpec(g.get("name") or "layers", _int(g["count"]), streams, state,
                                 int(sh) if (sh and state) else None, None))
-    if res is not None:
-        prov = rec.get("layer_groups_provenance")
-        if isinstance(prov, dict):
-            res.cite({"record": rec.get("id"), "field": "layer_groups", "value": None, "source": prov.get("source"),
+    cited = []
+    prov = rec.get("layer_groups_provenance")
+    if isinstance(prov, dict):
+        cited.append({"record": rec.get("id"), "field": "layer_groups", "value": None, "source": prov.get("source"),
                       "locator": prov.get("locator"), "source_url": prov.get("source_url")})
-        if kv_heads:
-            res.cite(fact_source(rec, "kv_heads"))
-        if state_heads and any(g.state_elements for g in groups):
-            res.cite(fact_source(rec, "linear_attention_heads"))
-    return groups
+    if kv_heads:
+        cited.append(fact_source(rec, "kv_heads"))
+    if state_heads and any(g.state_elements for g in groups):
+        cited.append(fact_source(rec, "linear_attention_heads"))
+    return tuple(groups), [c for c in cited if c is not None]
 
 
 def groups_from_architecture(arch, loc: str = "architecture") -> list[GroupSpec]:
@@ -468,7 +510,8 @@ def kv_sizes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, tokens: np.ndarr
 def intify(a):
     """Integral numbers (arrays or scalars) print as integers."""
     arr_ = np.asarray(a, dtype=float)
-    if arr_.size and np.all(np.isfinite(arr_)) and np.all(arr_ == np.round(arr_)) and np.all(np.abs(arr_) < 2**53):
+    # |x| < 2^53 is false for NaN and ±inf, so it also stands for the finiteness check
+    if arr_.size and (np.abs(arr_) < 2**53).all() and (arr_ == np.trunc(arr_)).all():
         return out(arr_.astype(np.int64))
     return out(arr_)
 
@@ -485,18 +528,43 @@ def group_lines(groups: list[GroupSpec], fmt: Fmt, n0: int) -> list[str]:
 
 
 
+def _per_token_and_state(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt) -> tuple[float, float]:
+    """(bytes per token of every stream that keeps one entry per token, with no window; the fixed state bytes):
+    the part of a cache that is linear in tokens, summed once instead of per stream and point."""
+    per_token = sum(g.count * fmt.entry_bytes(st.dim) for g in groups for st in g.streams if st.full)
+    state = sum(g.count * (g.state_fmt or state_fmt).entry_bytes(g.state_elements) for g in groups if g.state_elements)
+    return float(per_token), float(state)
+
+
+def cache_bytes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, tokens) -> np.ndarray:
+    """Per-request cache bytes at `tokens` tokens (whole tokens, any numeric array): what `kv_sizes(...)
+    .bytes_per_request` gives with no paging on one device, for callers that need only that total. The full
+    streams are one multiply; only windowed or compressed streams count their entries one by one."""
+    per_token, state = _per_token_and_state(groups, fmt, state_fmt)
+    total = per_token * np.asarray(tokens, dtype=float) + state
+    partial = [(g, st) for g in groups for st in g.streams if not st.full]
+    if partial:
+        t = np.asarray(np.rint(tokens), dtype=np.int64)
+        for g, st in partial:
+            total = total + g.count * fmt.entry_bytes(st.dim) * entries_at(t, st).astype(float)
+    return total
+
+
 def written_bytes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, s, p) -> np.ndarray:
     """Cache bytes written per request when p tokens follow s: new entries of each stream (a window stream keeps
     writing into its ring buffer; a compressed stream writes one entry per `ratio` tokens), plus the state."""
-    s = np.asarray(s, dtype=np.int64)
-    p = np.asarray(p, dtype=np.int64)
-    total = np.zeros(np.broadcast(s, p).shape, dtype=float)
-    for g in groups:
-        for st in g.streams:
-            new = (s + p) // st.ratio - s // st.ratio
-            if st.window is not None:
-                new = np.minimum(new, st.window) if st.ratio > 1 else p
-            total = total + g.count * fmt.entry_bytes(st.dim) * new.astype(float)
-        if g.state_elements:
-            total = total + g.count * (g.state_fmt or state_fmt).entry_bytes(g.state_elements)
+    per_token, state = _per_token_and_state(groups, fmt, state_fmt)
+    p_float = np.asarray(p, dtype=float)
+    total = per_token * p_float + state + 0.0 * np.asarray(s, dtype=float)
+    partial = [(g, st) for g in groups for st in g.streams if not st.full]
+    if partial:
+        s_int, p_int = np.asarray(np.rint(s), dtype=np.int64), np.asarray(np.rint(p), dtype=np.int64)
+        for g, st in partial:
+            if st.window is not None and st.ratio == 1:
+                new = p_float
+            else:
+                new = ((s_int + p_int) // st.ratio - s_int // st.ratio)
+                if st.window is not None:
+                    new = np.minimum(new, st.window)
+            total = total + g.count * fmt.entry_bytes(st.dim) * np.asarray(new, dtype=float)
     return total

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     MAX_LIST_LENGTH, MAX_VALUE, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
     PosFloatSweep, Result, broadcast, first, num, out,
 )
@@ -65,7 +66,7 @@ class BreakEvenRequest(CalcRequest):
 
 @quiet
 def break_even_compute(req: BreakEvenRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     has_amounts = req.amount_per_use_before is not None or req.amount_per_use_after is not None
     has_costs = "cost_per_use_before" in req.model_fields_set or "cost_per_use_after" in req.model_fields_set
     if req.saving_per_use is not None and (has_amounts or has_costs):
@@ -229,7 +230,7 @@ class MixtureRequest(CalcRequest):
 
 @quiet
 def mixture_compute(req: MixtureRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     names = [o.name for o in req.options]
     for i, n in enumerate(names):
         if n in names[:i]:

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Lookup,
@@ -64,7 +65,7 @@ class CheckpointRequest(CalcRequest):
 
 
 def compute(req: CheckpointRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     rec = None
     if req.model is not None or req.hf_config is not None:
         rec = model_record(req, lookup, res)

@@ -26,6 +26,7 @@ from calculators.base import Calculator, Chart
 from calculators.link_fit import fit_for
 from calculators.specs import alpha_assumption, describe_fit, link_spec, measured_link_fits
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 Operation = Literal["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "point_to_point"]
@@ -236,7 +237,7 @@ def _dominant(lat, bwp):
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     alpha, bw = resolve_link(lookup, res, req.link, req.alpha_s, req.bandwidth_bytes_per_s, gpus=req.ranks)
     alpha_given = alpha is not None
     x = broadcast({"ranks": req.ranks, "message_bytes": req.message_bytes,
@@ -437,7 +438,7 @@ def _label(obj, default: str) -> str:
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_transfer_path(req: TransferPathRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     x = broadcast({"payload_bytes": req.payload_bytes, **({"rate_per_s": req.rate_per_s} if req.rate_per_s is not None else {})})
     base_payload = x["payload_bytes"]
     plans_out = []
@@ -599,7 +600,7 @@ class InflightRequest(CalcRequest):
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     named = {"request_bytes": req.request_bytes, "completion_s": req.completion_s}
     for k in ("target_bytes_per_s", "window", "link_bytes_per_s", "service_s", "transfer_bytes"):
         v = getattr(req, k)

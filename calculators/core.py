@@ -161,15 +161,30 @@ class Points(list):
         key = np.dtype(dtype) if dtype is not None else None
         a = cache[1].get(key)
         if a is None:
-            a = np.array(list(self), dtype=dtype)
+            a = self._convert(key)
             a.flags.writeable = False
             cache[1][key] = a
         return a if copy is False else a.copy()
 
+    def _convert(self, dtype: np.dtype | None) -> np.ndarray:
+        return np.array(list(self), dtype=dtype)
+
+
+class IntPoints(Points):
+    """Points of an integer sweep (bounded to |x| ≤ 1e15, so int64 holds every one exactly): read into int64 in one
+    pass that needs no type inference (about half the time of `np.array` on a list), then cast to the dtype asked."""
+
+    __slots__ = ()
+
+    def _convert(self, dtype: np.dtype | None) -> np.ndarray:
+        a = np.fromiter(self, dtype=np.int64, count=len(self))
+        return a if dtype is None or dtype == a.dtype else a.astype(dtype)
+
 
 def _sweep(item: Any) -> Any:
-    """A list of `item` (1 to MAX_LIST_LENGTH of them), validated into `Points`."""
-    return Annotated[list[item], Field(min_length=1, max_length=MAX_LIST_LENGTH), AfterValidator(Points)]
+    """A list of `item` (1 to MAX_LIST_LENGTH of them), validated into `Points` (`IntPoints` for integers)."""
+    wrap = IntPoints if item in (PosInt, NonNegInt) else Points
+    return Annotated[list[item], Field(min_length=1, max_length=MAX_LIST_LENGTH), AfterValidator(wrap)]
 
 
 # Sweepable variants: a scalar or a list of them.
@@ -255,6 +270,34 @@ def fact_source(record: dict, *path: str) -> dict | None:
     return {"record": record.get("id"), "field": ".".join(path), "value": node.get("value"),
             "source": node.get("source"), "locator": node.get("locator"),
             "source_url": node.get("source_url")}
+
+
+class RecordMemo:
+    """Values derived from store records, computed once per record rather than once per request.
+
+    Keyed by the record's identity and the arguments that shape the value: a store's records are built once and
+    never change, and the memo holds each record it keys on, so an id cannot be reused while its entry lives. A
+    record built per request (from a `model_config`) misses and is computed as before. Values handed out are
+    shared between requests: callers treat them as read-only. Bounded: cleared when `maxsize` entries are held."""
+
+    def __init__(self, maxsize: int = 512):
+        self.maxsize = maxsize
+        self._entries: dict[tuple, tuple[dict, Any]] = {}
+
+    def get(self, rec: dict, key: tuple, make: Callable[[], Any]) -> Any:
+        """The value for (`rec`, `key`), made by `make()` on the first request for it."""
+        k = (id(rec), *key)
+        hit = self._entries.get(k)
+        if hit is not None and hit[0] is rec:
+            return hit[1]
+        value = make()
+        if len(self._entries) >= self.maxsize:
+            self._entries.clear()
+        self._entries[k] = (rec, value)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 # --------------------------------------------------------------------------- sweeps
@@ -450,6 +493,18 @@ class Result:
     def cite(self, provenance: dict | None) -> None:
         if provenance and provenance not in self.sources:
             self.sources.append(provenance)
+
+
+def request_inputs(req: BaseModel, exclude_none: bool = False) -> dict:
+    """The request as the envelope's JSON-ready `inputs`, fields in declaration order. A swept field is handed over
+    as its validated `Points` (already a list of plain numbers, written by the encoder as it is) rather than copied
+    number by number by pydantic's serialiser, which costs ~12 µs per 1,000 points."""
+    swept = {name for name, value in req if isinstance(value, Points)}
+    if not swept:
+        return req.model_dump(mode="json", exclude_none=exclude_none)
+    dumped = req.model_dump(mode="json", exclude_none=exclude_none, exclude=swept)
+    return {name: getattr(req, name) if name in swept else dumped[name]
+            for name in type(req).model_fields if name in swept or name in dumped}
 
 
 def sum_list(values: Iterable[float]) -> float:

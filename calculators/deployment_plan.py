@@ -31,6 +31,7 @@ from calculators.architecture import (
 )
 from calculators.base import Calculator
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -573,7 +574,7 @@ def _nothing_meets(plans: list[dict], req) -> str:
 
 
 def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     rec = model_record(req, lookup, res)
     arch = arch_from_record(rec, res, "model" if req.model else "model_config")
     if arch is None:

@@ -13,6 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep,
     PosInt, Result, broadcast, fmt_bytes, fmt_flops, fmt_s, num, out,
 )
@@ -201,7 +202,7 @@ def _local(req: EdgeTransferRequest, lookup: Lookup, res: Result) -> float:
 
 
 def compute(req: EdgeTransferRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     raw_b = _raw_bytes(req, res)
     upload_in = raw_b if raw_b is not None else req.upload_bytes
     x = broadcast({"upload_bytes": upload_in, "download_bytes": req.download_bytes,

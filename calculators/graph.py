@@ -16,7 +16,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from calculators.core import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out
+from calculators.core import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out, request_inputs
 from calculators import headline_format as hf
 from calculators.base import Calculator
 
@@ -111,7 +111,7 @@ def max_flow(n: int, edges: list[tuple[int, int, float]], s: int, t: int) -> tup
 
 
 def compute(req: MaxFlowRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     names: list[str] = []
     index: dict[str, int] = {}
     for e in req.edges:

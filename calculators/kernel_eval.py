@@ -16,7 +16,7 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.core import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet
+from calculators.core import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet, request_inputs
 from calculators import headline_format as hf
 from calculators.base import Calculator
 
@@ -48,7 +48,7 @@ def softmax_compute(req: SoftmaxMergeRequest, lookup: Lookup) -> Result:
         raise CalcInputError("values", f"give one value per score ({len(s)})")
     if sum(req.block_sizes) != len(s):
         raise CalcInputError("block_sizes", f"block sizes add up to {sum(req.block_sizes)}, not {len(s)} scores")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     p = np.exp(s - s.max())
     exact = res.step("exact softmax output", "Σ e^{s_i}·v_i / Σ e^{s_i}", f"{num(float(p @ v))} / {num(float(p.sum()))}",
                      float(p @ v / p.sum()), "value")
@@ -110,7 +110,7 @@ def tolerance_compute(req: ToleranceRequest, lookup: Lookup) -> Result:
     for j, q in enumerate(req.required_ratios):
         if not 0 <= q <= 1:
             raise CalcInputError(("required_ratios", j), "a ratio between 0 and 1")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     total = matched = 0
     rows = []
     for g in req.elements:
@@ -154,7 +154,7 @@ def order_compute(req: MeasurementOrderRequest, lookup: Lookup) -> Result:
     true = {o.name: o.true_s for o in req.options}
     if len(true) != len(req.options):
         raise CalcInputError("options", "option names must be unique")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     rows = []
     fastest_true = min(true, key=true.get)
     for j, order in enumerate(req.orders):
@@ -210,7 +210,7 @@ class VliwCyclesRequest(CalcRequest):
 
 @quiet
 def vliw_compute(req: VliwCyclesRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     n = res.step("iterations", "Π trip counts", " × ".join(str(i) for i in req.iterations), math.prod(req.iterations),
                  "iterations")
     instr = sum(e.per_iteration for e in req.engines)

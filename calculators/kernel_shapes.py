@@ -14,7 +14,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.core import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, fmt_bytes, num, out, quiet
+from calculators.core import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, fmt_bytes, num, out, quiet, request_inputs
 from calculators import headline_format as hf
 from calculators.base import Calculator
 
@@ -38,7 +38,7 @@ def attention_compute(req: AttentionProjectionRequest, lookup: Lookup) -> Result
         raise CalcInputError("output_groups", f"must divide heads ({req.heads})")
     if req.output_groups > 1 and req.group_output_dim is None:
         raise CalcInputError("group_output_dim", "give the width each group is projected to")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     kvh = req.kv_heads or req.heads
     d = req.hidden
     q = res.step("query width", "heads × head_dim", f"{req.heads} × {req.head_dim}", req.heads * req.head_dim, "")
@@ -94,7 +94,7 @@ def _rounds(addr_bytes: np.ndarray, eb: int, bank_bytes: int, banks: int) -> int
 
 @quiet
 def bank_compute(req: BankConflictRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     eb = req.element_bytes
     base = req.rows * req.cols * eb
     rows = []

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.base import Calculator, Chart
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -169,7 +170,7 @@ class KVCacheOutputs(BaseModel):
 # --------------------------------------------------------------------------- calculator
 
 def compute(req: KVCacheRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     groups, rec = resolve_groups(req, lookup, res)
     fmt = resolve_format(req.kv_format, "kv_format")
     sfmt = resolve_format(req.state_dtype, "state_dtype", "fp32")

@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     CalcRequest,
     FractionSweep,
     Lookup,
@@ -60,7 +61,7 @@ class KVEvictionRequest(CalcRequest):
 
 
 def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     groups, fmt, rec = kv_source(req, lookup, res, required=True)
     sfmt = resolve_format(req.state_dtype, "state_dtype", "fp32")
     named = {"tokens": req.tokens, "sink_tokens": req.sink_tokens, "recent_tokens": req.recent_tokens,

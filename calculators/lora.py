@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num, out,
 )
@@ -258,7 +259,7 @@ def _simulate(n: int, load_s: float, table: dict[int, float]) -> dict:
 
 @quiet
 def compute(req: LoraRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     layers, mods, rec = _modules(req, lookup, res)
     by_name = {m[0]: m for m in mods}
     targets = req.target_modules or [m[0] for m in mods]

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num,
     out,
@@ -152,7 +153,7 @@ def _expected_distinct(e: float, k: float, t: np.ndarray) -> np.ndarray:
 
 
 def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     sp = _spec(req, lookup, res)
     h, E, k, S, L = sp["h"], sp["E"], sp["k"], sp["shared"], sp["layers"]
     T = broadcast({"tokens": req.tokens})["tokens"]
@@ -383,7 +384,7 @@ def _water_fill(base: list[int], hot: int) -> list[int]:
 
 
 def compute_placement(req: PlacementRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     sp = _spec(req, lookup, res)
     _size_steps(res, sp, req)
     E, L, eb = sp["E"], sp["layers"], sp["bytes"]

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, PosFloat, PosInt, PosIntSweep, Result, first,
     fmt_bytes, fmt_s, out,
 )
@@ -377,7 +378,7 @@ def _items(req_items, stages: list[dict], rel_list) -> np.ndarray:
 
 
 def compute_overlap(req: OverlapRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     stages = _resolve(req.stages)
     n = _items(req.items, stages, req.release_times_s)
     a = _analyse(req, stages, n, req.mode, req.efficiency, req.release_times_s, req.first_release_s, req.release_interval_s)

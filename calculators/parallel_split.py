@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
 )
 from calculators.base import Calculator, Chart
@@ -261,7 +262,7 @@ def _why(tp, mem, comm, step, fits, best_i) -> str:
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     rec = model_record(req, lookup, res, required=False)
     hw = hardware_spec(lookup, req.hardware, "hardware") if req.hardware else None
     if hw is not None:
@@ -573,7 +574,7 @@ def _md1(lam, S, servers_split: float = 1.0):
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_queueing(req: TpVsPpRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     lam = broadcast({"arrival_rate_per_s": req.arrival_rate_per_s})["arrival_rate_per_s"]
     D, K, n, h = req.service_s, req.tp_speedup, req.devices, req.handoff_s
     S_tp = D / K

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     FractionSweep,
@@ -117,7 +118,7 @@ def _attention_terms(req, rec: dict | None, groups: list[GroupSpec] | None, res:
 
 
 def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     groups, fmt, rec = kv_source(req, lookup, res, required=False)
     if groups is None and req.params is None and req.prefill_flops_per_token is None and req.price_per_mtok is None \
             and req.state_checkpoint_interval_tokens is None:

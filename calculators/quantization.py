@@ -22,6 +22,7 @@ from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resol
 from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Lookup,
@@ -123,7 +124,7 @@ def _format_row(fmt: Fmt, label, sizes: dict, ref_total) -> dict:
 
 
 def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     fmt = resolve_format(req.format, "format")
     ref = resolve_format(req.reference_format, "reference_format")
     given = [k for k in ("values", "shape", "model", "model_config", "tensors")

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
     PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
 )
@@ -80,7 +81,7 @@ def _wait(a: np.ndarray, service: np.ndarray, c: int, factor: float) -> np.ndarr
 def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
     x = _aligned(broadcast({"arrival_rate_per_s": req.arrival_rate_per_s, "service_s": req.service_s,
                             "extra_s": req.extra_s}))
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     if req.service == "general" and req.service_cv is None:
         raise CalcInputError("service_cv", "service = general needs the service-time coefficient of variation")
     cv = {"deterministic": 0.0, "exponential": 1.0}.get(req.service, req.service_cv)
@@ -219,7 +220,7 @@ def backlog_compute(req: BacklogRequest, lookup: Lookup) -> Result:
     if req.buffer_bytes is not None and req.item_bytes is None:
         raise CalcInputError("item_bytes", "buffer_bytes needs item_bytes")
     x = _aligned(broadcast(named))
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     lam, d = x["arrival_rate_per_s"], x["duration_s"]
     mu = res.step("service capacity during the period", "servers × rate", f"{req.servers} × {num(first(x['service_rate_per_s']))}",
                   req.servers * x["service_rate_per_s"], "items/s")
@@ -326,7 +327,7 @@ class CapacityRequest(CalcRequest):
 
 @quiet
 def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     names = [r.name for r in req.resources]
     for i, n in enumerate(names):
         if n in names[:i]:
@@ -449,7 +450,7 @@ class RemainingTimeRequest(CalcRequest):
 
 @quiet
 def remaining_compute(req: RemainingTimeRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     h = np.sort(np.asarray(req.history_s, dtype=float))
     e = np.asarray(req.elapsed_s, dtype=float)
     n = h.size

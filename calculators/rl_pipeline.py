@@ -24,6 +24,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     GIB, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosFloatSweep, PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
@@ -118,7 +119,7 @@ class RlPipelineRequest(CalcRequest):
 
 
 def compute_pipeline(req: RlPipelineRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     o: dict = {}
     if req.generator_samples_per_s is not None or req.learner_samples_per_s is not None:
         if req.generator_samples_per_s is None or req.learner_samples_per_s is None:
@@ -319,7 +320,7 @@ class RlRecoveryRequest(CalcRequest):
 
 
 def compute_recovery(req: RlRecoveryRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     o: dict = {}
     if req.failure is not None:
         f = req.failure
@@ -416,7 +417,7 @@ class RolloutTailRequest(CalcRequest):
 
 
 def compute_tail(req: RolloutTailRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     o: dict = {}
     if req.long_fraction is not None:
         if req.short_s is None or req.long_s is None:
@@ -501,7 +502,7 @@ def compute_ratio(req: PolicyRatioRequest, lookup: Lookup) -> Result:
 
 
 def _ratio(req: PolicyRatioRequest) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     cur = np.asarray(req.logp_current, dtype=float)
     beh = req.logp_behavior
     r_beh = res.step("behaviour ratio", "r = exp(log π_θ − log μ)", f"exp({num(first(cur))} − ({num(beh)}))", np.exp(cur - beh), "")

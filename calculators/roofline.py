@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -37,11 +38,12 @@ from calculators.core import (
     fmt_s,
     num,
     out,
+    whole_numbers,
 )
 from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.specs import hardware_spec, note_scope
-from calculators.architecture import MODEL_CONFIG_FIELD, groups_from_model, kv_sizes, written_bytes
+from calculators.architecture import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
 from calculators.formats import FORMATS, resolve_format, shipped_weight_formats
 from calculators.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.weight_memory import (
@@ -176,6 +178,26 @@ class RooflineRequest(CalcRequest):
 
 # --------------------------------------------------------------------------- helpers
 
+#: what bounds a step, indexed by (t_c >= t_m): an object array, so a sweep's labels are picked, not built
+_BOUND_NAMES = np.array(["memory", "compute"], dtype=object)
+
+
+def _like(x, ref):
+    """`x` broadcast to the shape of `ref` (a fresh array; `x` itself when the shapes already agree)."""
+    x = np.asarray(x, dtype=float)
+    return x if x.shape == np.shape(ref) else x + np.zeros(np.shape(ref))
+
+
+def _ratio(num_, den):
+    """num / den point by point, +inf where den ≤ 0, in the broadcast shape of both."""
+    num_, den = np.broadcast_arrays(np.asarray(num_, dtype=float), np.asarray(den, dtype=float))
+    positive = den > 0
+    if positive.all():
+        return num_ / den
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(positive, num_ / np.where(positive, den, 1.0), np.inf)
+
+
 def causal_pairs(p, s, window=None):
     """(query, key) pairs when p new tokens follow s cached ones; keys limited to `window` when given."""
     p = np.asarray(p, dtype=float)
@@ -304,15 +326,15 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         # attention pairs per layer group (windows honoured when the record has them)
         per_pair_layer = 2.0 * arch.heads * (arch.qk_dim + arch.vo_dim)
         windows = [(int(g.get("count", 0)), (g.get("streams") or [{}])[0].get("window")) for g in groups] if groups else [(arch.layers, None)]
+        pr0 = pairs_seq if pairs_seq is not None else causal_pairs(p, s)       # per sequence, no window
+        pairs_total = _like(pr0 * b, lin)
         attn = 0.0 * lin
         for cnt, w in windows:
-            pr = pairs_seq if pairs_seq is not None else causal_pairs(p, s, w)
-            attn = attn + pr * b * per_pair_layer * cnt
-        pairs_total = (pairs_seq if pairs_seq is not None else causal_pairs(p, s)) * b + 0.0 * lin
+            pr = pr0 if (pairs_seq is not None or w is None) else causal_pairs(p, s, w)
+            attn = attn + pr * b * (per_pair_layer * cnt)
         if not req.include_attention:
             attn = 0.0 * attn
         else:
-            pr0 = pairs_seq if pairs_seq is not None else causal_pairs(p, s)
             res.step("attention FLOPs", "F_attn = pairs × batch × 2·H·(d_qk + d_v) × L; pairs = P·S + P(P+1)/2",
                      f"{num(first(pr0))} × {num(first(b))} × {num(per_pair_layer)} × {arch.layers}", attn, "FLOP")
         flops = lin + head + attn
@@ -328,8 +350,10 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
             o["experts_touched_per_layer"] = out(touched)
             res.assume("MoE: with uniform routing a step touches E·(1 − (1 − k/E)^tokens) distinct experts per layer; only those are read.")
         kv_vals_tok = arch.kv_values_per_token() * arch.layers
-        o.update(linear_flops=out(lin), lm_head_flops=out(head), attention_flops=out(attn), causal_pairs=out(pairs_total))
-        o["linear_flops_by_component"] = {k: out(2.0 * v * n_tok) for k, v in am.items()}
+        # whole by construction (integer shapes × whole token counts): JSON integers, with no per-point check
+        o.update(linear_flops=whole_numbers(lin), lm_head_flops=whole_numbers(head), attention_flops=whole_numbers(attn),
+                 causal_pairs=whole_numbers(pairs_total))
+        o["linear_flops_by_component"] = {k: whole_numbers((2.0 * v) * n_tok) for k, v in am.items()}
     else:
         if req.params is not None:
             active, total_params = req.params, req.params
@@ -352,7 +376,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         else:
             w_params = total_params + 0.0 * n_tok
         w_bytes = format_bytes(w_params, wfmt)
-        o.update(linear_flops=out(flops), attention_flops=0, lm_head_flops=0)
+        o.update(linear_flops=intify(flops), attention_flops=0, lm_head_flops=0)
         kv_vals_tok = None
         if req.params is not None:
             res.assume("An explicit parameter count: attention pair FLOPs are not counted; all weights are read once per step.")
@@ -363,10 +387,9 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         # the architecture engine sizes the cache exactly as kv-cache does (blocks per entry, windows, ratios, state)
         gspec = groups_from_model(rec, res, "model")
         kf, sf = resolve_format(kfmt, "kv_format"), FORMATS["fp32"]
-        s_tok, p_tok = np.rint(s).astype(np.int64), np.rint(p).astype(np.int64)
-        kv_read = kv_sizes(gspec, kf, sf, s_tok).bytes_per_request * b
-        kv_after = kv_sizes(gspec, kf, sf, s_tok + p_tok).bytes_per_request * b
-        kv_write = written_bytes(gspec, kf, sf, s_tok, p_tok) * b
+        kv_read = cache_bytes(gspec, kf, sf, s) * b
+        kv_after = cache_bytes(gspec, kf, sf, s + p) * b
+        kv_write = written_bytes(gspec, kf, sf, s, p) * b
         vals_hist = None
         if any(g.state_elements for g in gspec):
             res.assume("Recurrent state (FP32) is read and written once per step.")
@@ -392,8 +415,8 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
     res.step("KV bytes", "read history + write new entries", f"{fmt_bytes(first(kv_read))} + {fmt_bytes(first(kv_write))}",
              kv_read + kv_write, "B")
     byts = w_bytes + kv_read + kv_write
-    o.update(weight_bytes=out(w_bytes), kv_read_bytes=out(kv_read), kv_write_bytes=out(kv_write),
-             kv_cache_bytes=out(kv_after), tokens_in_step=out(n_tok))
+    o.update(weight_bytes=intify(w_bytes), kv_read_bytes=intify(kv_read), kv_write_bytes=intify(kv_write),
+             kv_cache_bytes=intify(kv_after), tokens_in_step=whole_numbers(n_tok))
     res.assume("Activations, norms, softmax and sampling work and traffic are not counted.",
                "Embedding lookups read only the rows used; the embedding table is not counted as read (unless tied with the head).")
     return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok, "arch": arch, "shape": (p, s, b), "weight_format": wfmt}
@@ -417,7 +440,7 @@ def _check_sweeps(req: RooflineRequest) -> None:
 
 
 def compute(req: RooflineRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     _check_sweeps(req)
     work = _op(req, res) if req.operation is not None else _model(req, lookup, res)
     peak, bw, _ = hardware_rates(req, lookup, res, optional_peak=True)
@@ -426,10 +449,8 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
     flops, byts = np.broadcast_arrays(np.asarray(work["flops"], dtype=float), np.asarray(work["bytes"], dtype=float))
     if req.compute_efficiency <= 0 or req.bandwidth_efficiency <= 0:
         raise CalcInputError("compute_efficiency" if req.compute_efficiency <= 0 else "bandwidth_efficiency", "must be > 0")
-    o = {"flops": out(flops), "bytes": out(byts)}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ai = np.where(byts > 0, flops / np.where(byts > 0, byts, 1.0), np.inf)
-    ai = ai + 0.0 * flops
+    o = {"flops": intify(flops), "bytes": intify(byts)}
+    ai = _ratio(flops, byts)
     o["arithmetic_intensity"] = out(ai)
     res.step("arithmetic intensity", "I = F / bytes", f"{fmt_flops(first(flops))} / {fmt_bytes(first(byts))}", ai, "FLOP/B")
     t_c = t_m = None
@@ -445,11 +466,11 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
         o["memory_time_s"] = out(t_m)
     if t_c is not None and t_m is not None:
         t = np.maximum(t_c, t_m)
-        bound = np.where(t_c >= t_m, "compute", "memory")
+        bound = _BOUND_NAMES[np.asarray(t_c >= t_m, dtype=np.intp)]
         ridge = rates["peak_flop_per_s"] / rates["memory_bandwidth_bytes_per_s"] * (req.compute_efficiency / req.bandwidth_efficiency)
         res.step("ridge point", "I* = peak / bandwidth", f"{num(first(rates['peak_flop_per_s']) / 1e12)} T / {num(first(rates['memory_bandwidth_bytes_per_s']) / 1e9)} G",
                  ridge, "FLOP/B")
-        o.update(ridge_point=out(ridge + 0.0 * t), bound=out(bound) if np.ndim(bound) else str(bound))
+        o.update(ridge_point=out(_like(ridge, t)), bound=bound.tolist() if np.ndim(bound) else str(bound))
     elif t_c is not None or t_m is not None:
         t = t_c if t_c is not None else t_m
         o["bound"] = None
@@ -461,9 +482,7 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
         o["time_s"] = out(t)
         res.step("step time", "t = max(t_c, t_m) (perfect overlap)", fmt_s(first(t)), t, "s")
         if "tokens" in work:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tps = np.where(t > 0, work["tokens"] / np.where(t > 0, t, 1.0), np.inf)
-            o["tokens_per_s"] = out(tps)
+            o["tokens_per_s"] = out(_ratio(work["tokens"], t))
     o.update(work["extra"])
     res.assume("Compute and memory traffic overlap perfectly (the roofline's ideal lower bound on time).")
     if "shape" in work and t is not None and req.segments is None:
@@ -549,7 +568,7 @@ class EnergyRequest(CalcRequest):
 
 
 def compute_energy(req: EnergyRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     o: dict = {}
     power = req.power_w
     if req.hardware:

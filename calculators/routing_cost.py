@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.core import (
+    request_inputs,
     MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
@@ -236,7 +237,7 @@ def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, di
 
 @quiet
 def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     names = [c.name for c in req.candidates]
     for i, n in enumerate(names):
         if n in names[:i]:

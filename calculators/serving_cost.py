@@ -18,6 +18,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -159,7 +160,7 @@ def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_st
 
 
 def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     rec = None
     if req.model or req.hf_config is not None:
         rec = model_record(req, lookup, res)

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
@@ -86,7 +87,7 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
     x = broadcast({"acceptance_rate": req.acceptance_rate, "draft_tokens": req.draft_tokens})
     a, k = x["acceptance_rate"], x["draft_tokens"]
     c, v = req.draft_cost_ratio, req.verify_cost_ratio
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     a0, k0 = first(a), int(first(k))
     e = res.step("expected tokens per round", "E = 1 + α + … + α^k = (1 − α^(k+1)) / (1 − α)",
                  f"(1 − {num(a0)}^{k0 + 1}) / (1 − {num(a0)})" if a0 < 1 else f"α = 1: k + 1 = {k0 + 1}",
@@ -312,7 +313,7 @@ def _budget(groups_in: list, tiers, min_rows: int, fixed: float, per_row: float,
 
 
 def compute_verify_budget(req: VerifyBudgetRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     b = _budget(req.groups, req.graph_row_tiers, req.min_executed_rows, req.fixed_round_s, req.per_row_s)
     res.step("verify rows", "Σ count × (k + 1) (each request also verifies its last accepted token)",
              " + ".join(f"{g.count}×({g.draft_tokens}+1)" for g in req.groups[:8]) + (" + …" if len(req.groups) > 8 else ""), b["rows"], "rows")

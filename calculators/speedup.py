@@ -16,6 +16,7 @@ from pydantic import Field
 import numpy as np
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result, aligned, broadcast,
     first, num, out, quiet,
 )
@@ -93,7 +94,7 @@ def _pair(i: int, pr: SpeedupPair, res: Result) -> dict:
 
 @quiet
 def speedup_compute(req: SpeedupRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     rows = [_pair(i, pr, res) for i, pr in enumerate(req.pairs)]
     res.outputs = out({"pairs": rows})
     res.assume("Both runs of a pair do the same work; a rate is work per second, a time covers `work` units (default 1).",
@@ -123,7 +124,7 @@ class ScalingRequest(CalcRequest):
 
 @quiet
 def scaling_compute(req: ScalingRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     ref = req.points[0]
     ref_per = ref.rate_per_s / ref.devices
     if ref_per == 0:   # a subnormal rate divided by the device count underflows: no reference to compare with
@@ -174,7 +175,7 @@ def amdahl_compute(req: AmdahlRequest, lookup: Lookup) -> Result:
     before = sum(x[f"t{i}"] for i in range(len(req.parts)))
     after = sum(x[f"t{i}"] / x[f"s{i}"] for i in range(len(req.parts)))
     fixed = sum(x[f"t{i}"] * (x[f"s{i}"] == 1.0) for i in range(len(req.parts)))
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     res.step("time before", "Σ t_i", " + ".join(num(first(x[f"t{i}"])) for i in range(len(req.parts))), before, "s")
     res.step("time after", "Σ t_i / s_i", " + ".join(f"{num(first(x[f't{i}']))}/{num(first(x[f's{i}']))}"
                                                      for i in range(len(req.parts))), after, "s")

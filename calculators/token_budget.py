@@ -17,6 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, PosIntSweep, Result, broadcast, first, num, out, quiet,
 )
 from calculators.core import aligned, whole_numbers
@@ -34,7 +35,7 @@ class ChunkPaddingRequest(CalcRequest):
 
 @quiet
 def chunk_compute(req: ChunkPaddingRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     x = aligned(broadcast({"n": req.tokens, "c": req.chunk_tokens}))
     n, c = x["n"], x["c"]
     calls = res.step("calls", "ceil(n / c)", f"ceil({num(first(n))} / {num(first(c))})", np.ceil(n / c), "calls")
@@ -82,7 +83,7 @@ class EncoderTokensRequest(CalcRequest):
 def encoder_compute(req: EncoderTokensRequest, lookup: Lookup) -> Result:
     if req.image is None and req.audio is None:
         raise CalcInputError("image", "give image and/or audio")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     o: dict = {}
     parts = []
     if req.image is not None:
@@ -138,7 +139,7 @@ class PackedLossRequest(CalcRequest):
 
 @quiet
 def packed_compute(req: PackedLossRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     n = np.array([g.tokens for g in req.groups], dtype=float)
     v = np.array([g.value for g in req.groups], dtype=float)
     total = n.sum()

@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
     Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
@@ -44,7 +45,7 @@ class TpOverheadRequest(CalcRequest):
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     hidden, layers = req.hidden_size, req.layers
     rec = model_record(req, lookup, res, required=False)
     if rec is not None:

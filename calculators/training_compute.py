@@ -14,6 +14,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     FractionSweep,
@@ -82,7 +83,7 @@ class TrainingComputeRequest(CalcRequest):
 
 
 def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     o: dict = {}
     x = broadcast({"params": req.params if req.params is not None else 1.0,
                    "tokens": req.tokens if req.tokens is not None else 1.0,

@@ -15,6 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
+    request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result,
     broadcast, first, num, out, quiet,
 )
@@ -41,7 +42,7 @@ def utilization_compute(req: UtilizationRequest, lookup: Lookup) -> Result:
         raise CalcInputError("active_s", "active time cannot exceed the window")
     if np.any(S > A * (1 + 1e-12)):
         raise CalcInputError("useful_s", "useful time at full rate cannot exceed the active time")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     R = res.step("active share", "R = A / T", f"{num(first(A))} / {num(first(T))}", A / T, "fraction")
     E = res.step("efficiency while active", "E = S / A", f"{num(first(S))} / {num(first(A))}",
                  np.where(A > 0, S / np.where(A > 0, A, 1.0), np.nan), "fraction")
@@ -79,7 +80,7 @@ class InstanceFitRequest(CalcRequest):
 def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
     if req.shared_bytes >= req.budget_bytes:
         raise CalcInputError("shared_bytes", "the shared part alone fills the budget")
-    res = Result(inputs=req.model_dump(mode="json"), outputs={})
+    res = Result(inputs=request_inputs(req), outputs={})
     free = req.budget_bytes - req.shared_bytes
     rows = []
     for p in req.placements:

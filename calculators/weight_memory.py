@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
+    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -228,7 +229,7 @@ def _fmt_for(req: WeightMemoryRequest, comp: str, shipped: WeightFormats | None 
 
 
 def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=req.model_dump(mode="json", exclude_none=True), outputs={})
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     mem_hw, hw = device_memory(req, lookup, res)
     devices_req = req.devices
     if devices_req is None:
