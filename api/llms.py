@@ -21,6 +21,8 @@ def llms_txt(counts: dict[str, int]) -> str:
     ]
     for c in REGISTRY.values():
         sweep = f" Sweepable: {', '.join(c.sweepable)}." if c.sweepable else ""
+        if c.grid:
+            sweep += f" `grid: true` takes every combination of {', '.join(c.grid)} (nested outputs, `grid_shape`)."
         lines.append(f"- [POST /api/v1/calculators/{c.name}](/api/v1/calculators/{c.name}): {c.summary}{sweep}")
     lines += [
         "- [POST /api/v1/calculators:batch](/docs#/calculators/run_batch): up to 1,000 calculator requests, answered in order.",

@@ -510,8 +510,8 @@ def kv_sizes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, tokens: np.ndarr
 def intify(a):
     """Integral numbers (arrays or scalars) print as integers."""
     arr_ = np.asarray(a, dtype=float)
-    # |x| < 2^53 is false for NaN and ±inf, so it also stands for the finiteness check
-    if arr_.size and (np.abs(arr_) < 2**53).all() and (arr_ == np.trunc(arr_)).all():
+    # the range check is false for NaN (max and min propagate it) and ±inf, so it stands for finiteness too
+    if arr_.size and -2**53 < arr_.min() and arr_.max() < 2**53 and (arr_ == np.trunc(arr_)).all():
         return out(arr_.astype(np.int64))
     return out(arr_)
 
@@ -528,12 +528,13 @@ def group_lines(groups: list[GroupSpec], fmt: Fmt, n0: int) -> list[str]:
 
 
 
-def _per_token_and_state(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt) -> tuple[float, float]:
+def _per_token_and_state(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt) -> tuple[Any, float]:
     """(bytes per token of every stream that keeps one entry per token, with no window; the fixed state bytes):
-    the part of a cache that is linear in tokens, summed once instead of per stream and point."""
+    the part of a cache that is linear in tokens, summed once instead of per stream and point. `fmt` may be a
+    sweep of formats whose `entry_bytes` gives an array: the per-token bytes are then an array too."""
     per_token = sum(g.count * fmt.entry_bytes(st.dim) for g in groups for st in g.streams if st.full)
     state = sum(g.count * (g.state_fmt or state_fmt).entry_bytes(g.state_elements) for g in groups if g.state_elements)
-    return float(per_token), float(state)
+    return per_token, float(state)
 
 
 def cache_bytes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, tokens) -> np.ndarray:

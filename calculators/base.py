@@ -48,6 +48,7 @@ class Calculator:
     example: dict                               # a full, valid request body
     cases: tuple[str, ...] = ()                 # slugs of the cases that explain the method
     sweepable: tuple[str, ...] = ()             # request fields that accept a list
+    grid: tuple[str, ...] = ()                  # fields that become axes when a request asks for a grid (`grid: true`)
     outputs_model: type[BaseModel] | None = None
     chart: Chart | None = None
     families: tuple[str, ...] = ()              # further derivation families it covers

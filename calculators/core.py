@@ -312,13 +312,25 @@ def is_sweep(*values: Any) -> bool:
     return any(isinstance(v, (list, tuple)) or (isinstance(v, np.ndarray) and v.ndim > 0) for v in values)
 
 
-def broadcast(named: dict[str, Any], dtype: type = float) -> dict[str, np.ndarray]:
+def broadcast(named: dict[str, Any], dtype: type = float, axes: Sequence[str] | None = None) -> dict[str, np.ndarray]:
     """Broadcast the sweepable inputs against each other.
 
     Lists of equal length pair up element-wise; a list meeting a list of another length is an
-    error naming the field. Scalars broadcast to every point.
+    error naming the field. Scalars broadcast to every point. With `axes` (a grid request: see `grid_axes`)
+    each listed field is instead its own axis, of any length, and the result spans every combination: the list
+    of `axes[i]` is shaped to lie along dimension i, so NumPy's broadcasting forms the grid only where
+    a formula combines the fields.
     """
     arrays = {k: np.asarray(v, dtype=dtype) for k, v in named.items()}
+    if axes is not None:
+        for k, a in arrays.items():
+            if a.ndim == 1:
+                if k not in axes:
+                    raise CalcInputError(k, "a list in a grid request must be one of its axes: " + ", ".join(axes))
+                shape = [1] * len(axes)
+                shape[axes.index(k)] = a.shape[0]
+                arrays[k] = a.reshape(shape)
+        return arrays
     length = None
     for k, a in arrays.items():
         if a.ndim == 1:
@@ -329,6 +341,40 @@ def broadcast(named: dict[str, Any], dtype: type = float) -> dict[str, np.ndarra
     if length and length > MAX_SWEEP_POINTS:
         raise CalcInputError(next(iter(arrays)), f"sweep of {length} points exceeds {MAX_SWEEP_POINTS}", status=413)
     return arrays
+
+
+GRID_FIELD = Field(False, description="Combine the swept fields as a grid instead of pairing them point by point: every "
+                   "list becomes its own axis, of any length, and the outputs hold every combination as nested arrays "
+                   "(`grid_shape`, axes in the order of `grid_axes`). The points of a grid count against the same "
+                   "limits as a sweep's.")
+
+
+def grid_axes(req: BaseModel, fields: Sequence[str]) -> tuple[str, ...] | None:
+    """The axes of a grid request, in the order of `fields` (those of them given as lists); None when the request
+    does not ask for a grid. A grid of more than MAX_SWEEP_POINTS points is refused (413) naming its first axis."""
+    if not getattr(req, "grid", False):
+        return None
+    axes = tuple(f for f in fields if isinstance(getattr(req, f, None), list))
+    points = math.prod(len(getattr(req, f)) for f in axes)
+    if points > MAX_SWEEP_POINTS:
+        raise CalcInputError(axes[0], f"a grid of {points:,} points ({' × '.join(str(len(getattr(req, f))) for f in axes)}) "
+                             f"exceeds {MAX_SWEEP_POINTS:,}", status=413)
+    return axes
+
+
+def grid_shape(req: BaseModel, axes: Sequence[str]) -> tuple[int, ...]:
+    """The shape of a grid request's outputs: one dimension per axis, its list's length."""
+    return tuple(len(getattr(req, f)) for f in axes)
+
+
+def on_grid(x: Any, shape: tuple[int, ...]) -> Any:
+    """Every array in an output tree (dicts and lists of them) spread over the whole grid `shape`, contiguous,
+    so each output of a grid request has the grid's shape whatever subset of the axes it depends on."""
+    if isinstance(x, np.ndarray) and x.ndim:
+        return x if x.shape == shape else np.ascontiguousarray(np.broadcast_to(x, shape))
+    if isinstance(x, dict):
+        return {k: on_grid(v, shape) for k, v in x.items()}
+    return x
 
 
 def first(x: Any) -> Any:
@@ -481,6 +527,9 @@ class Result:
     assumptions: list[str] = field(default_factory=list)
     sources: list[dict] = field(default_factory=list)
     headline: str = ""          # the answer in one sentence, set by the calculator (sweeps: the first point)
+    #: a grid request's shape: its outputs are arrays broadcastable to it (each spans the axes it depends on), and
+    #: the answer (`runner.envelope`) spreads every one over the whole grid
+    grid_shape: tuple[int, ...] | None = None
 
     def step(self, label: str, formula: str, substituted: str, value: Any, unit: str) -> Any:
         """Record one explanation step and hand its value back, so formulas read inline."""
@@ -495,16 +544,21 @@ class Result:
             self.sources.append(provenance)
 
 
-def request_inputs(req: BaseModel, exclude_none: bool = False) -> dict:
-    """The request as the envelope's JSON-ready `inputs`, fields in declaration order. A swept field is handed over
-    as its validated `Points` (already a list of plain numbers, written by the encoder as it is) rather than copied
-    number by number by pydantic's serialiser, which costs ~12 µs per 1,000 points."""
+def request_inputs(req: BaseModel, exclude_none: bool = False, exclude_unset: bool = False, by_alias: bool = False) -> dict:
+    """The request as JSON-ready values (`model_dump(mode="json", ...)` with these options), fields in declaration
+    order. A swept field is handed over as its validated `Points` (already a list of plain numbers, written by the
+    encoder as it is) rather than copied number by number by pydantic's serialiser (~12 µs per 1,000 points)."""
+    options = {"exclude_none": exclude_none, "exclude_unset": exclude_unset, "by_alias": by_alias}
     swept = {name for name, value in req if isinstance(value, Points)}
     if not swept:
-        return req.model_dump(mode="json", exclude_none=exclude_none)
-    dumped = req.model_dump(mode="json", exclude_none=exclude_none, exclude=swept)
-    return {name: getattr(req, name) if name in swept else dumped[name]
-            for name in type(req).model_fields if name in swept or name in dumped}
+        return req.model_dump(mode="json", **options)
+    if exclude_unset:
+        swept &= req.model_fields_set
+    dumped = req.model_dump(mode="json", exclude=swept, **options)
+    fields = type(req).model_fields
+    key = {name: (info.alias or name) if by_alias else name for name, info in fields.items()}
+    return {key[name]: getattr(req, name) if name in swept else dumped[key[name]]
+            for name in fields if name in swept or key[name] in dumped}
 
 
 def sum_list(values: Iterable[float]) -> float:
@@ -537,8 +591,10 @@ def whole_numbers(a) -> object:
     at 64 bits) with null where not finite."""
     a = np.asarray(a, dtype=float)
     if a.ndim and a.size:
-        if bool(np.all(np.abs(a) < 2**53)):          # False for NaN and ±inf too
-            return a.astype(np.int64).ravel()
+        if -2**53 < a.min() and a.max() < 2**53:      # False for NaN (max and min propagate it) and ±inf too
+            return a.astype(np.int64) if a.ndim > 1 else a.astype(np.int64).ravel()
+        if a.ndim > 1:
+            return out(a)                             # a grid: floats (null where not finite)
         return [(int(v) if abs(v) < 2**53 else v) if math.isfinite(v) else None for v in a.ravel().tolist()]
     if not a.ndim:
         v = float(a)

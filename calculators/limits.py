@@ -5,7 +5,7 @@ Every calculation passes `check(calc, request)` (the runner calls it between val
 the REST routes, the batch endpoint, the site's forms, MCP and the CLI refuse the same requests. The cost
 of a request is counted in *point-evaluations*:
 
-    points (the broadcast length of the swept fields)
+    points (the broadcast length of the swept fields; a grid request: the product of its axes' lengths)
       × variants (the base request plus each `what_if` entry, each at its own sweep length)
       × series (what a calculator multiplies every point by: the candidates of routing-cost, the
                 configurations of the deployment planner, the formats compared by weight-memory …)
@@ -74,7 +74,7 @@ def describe_limits() -> str:
     """The limits as Markdown, for the OpenAPI description of the calculator routes."""
     return (
         "**Limits (bounded work per request).** Before any work, a request's cost is counted in point-evaluations "
-        "(sweep points × `what_if` variants × the series a calculator multiplies by, such as candidates or "
+        "(sweep points, or a grid's every combination, × `what_if` variants × the series a calculator multiplies by, such as candidates or "
         "configurations; a batch sums its items) and turned into an estimated CPU time, peak memory and answer "
         f"size. Over a limit the answer is 413 `application/problem+json` naming the limit, the request's cost "
         f"and how to split it. Limits: {limit('EVALUATIONS'):,} point-evaluations "
@@ -158,6 +158,7 @@ class Cost:
     evaluations: int = 1             # Σ over variants of points × series
     field: str = "body"              # the field to change to make it smaller (named in a refusal)
     sweep_field: str = ""            # the longest swept field
+    grid: str = ""                   # a grid request: its axes' lengths, e.g. "batch 25 × context_tokens 100"
 
     @property
     def profile(self) -> Profile:
@@ -177,7 +178,8 @@ class Cost:
 
     def describe(self) -> str:
         """The count in words: 'sweep of 100,000 points × 21 variants = 2.1 M point-evaluations'."""
-        parts = [f"sweep of {self.points:,} points" if self.points > 1 else "1 point"]
+        parts = [(f"grid of {self.points:,} points" if self.grid else f"sweep of {self.points:,} points")
+                 if self.points > 1 else "1 point"]
         if self.variants > 1:
             parts.append(f"{self.variants} variants")
         if self.series > 1:
@@ -219,6 +221,14 @@ def _get(obj: Any, name: str) -> Any:
 def _length(v: Any) -> int:
     """The number of points a request value sweeps (1 for a scalar or absent value)."""
     return len(v) if isinstance(v, (list, tuple)) and v else 1
+
+
+def _grid(obj: Any, names: Sequence[str]) -> tuple[int, str, str]:
+    """(the points of a grid request: the product of its axes' lengths, the longest axis, the axes described)."""
+    lengths = {name: _length(_get(obj, name)) for name in names}
+    longest = max(lengths, key=lengths.get, default="")
+    axes = " × ".join(f"{name} {n:,}" for name, n in lengths.items() if n > 1)
+    return math.prod(lengths.values()), longest if lengths.get(longest, 1) > 1 else "", axes
 
 
 def _sweep(obj: Any, names: Sequence[str]) -> tuple[int, str]:
@@ -272,6 +282,10 @@ def cost_of(calc: Any, request: Any) -> Cost:
     """The cost of `request` (a validated request model or a raw body) for calculator `calc`, before any work."""
     cost = Cost(calc.name)
     points, cost.sweep_field = _sweep(request, calc.sweepable)
+    if calc.grid and _get(request, "grid") is True:        # every combination of the axes, not their pairs
+        grid_points, longest, cost.grid = _grid(request, calc.grid)
+        if grid_points > points:
+            points, cost.sweep_field = grid_points, longest
     series_of = SERIES.get(calc.name)
     if series_of is not None:
         own_points, cost.series, cost.series_label, series_field = series_of(request)
@@ -317,6 +331,9 @@ def _advice(cost: Cost, allowed: float) -> str:
     if cost.series > 1 and cost.points * cost.variants <= allowed:
         return f"compare fewer {cost.series_label} per request"
     per = max(int(allowed // max(cost.variants * cost.series, 1)), 1)
+    if cost.grid:
+        return (f"shrink the grid ({cost.grid}) to at most {per:,} points, or split its longest axis "
+                f"`{cost.sweep_field}` across requests")
     where = f" of `{cost.sweep_field}`" if cost.sweep_field else ""
     extra = " and send the variants (what_if) separately" if cost.variants > 1 and per < 1 else ""
     return f"split the sweep{where} into requests of at most {per:,} points{extra}"

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from calculators.core import (
     request_inputs,
     CalcInputError,
+    GRID_FIELD,
     CalcRequest,
     Fraction,
     Lookup,
@@ -30,6 +31,8 @@ from calculators.core import (
     PosIntSweep,
     Result,
     broadcast,
+    grid_axes,
+    grid_shape,
     fact_source,
     fact_value,
     first,
@@ -37,6 +40,7 @@ from calculators.core import (
     fmt_flops,
     fmt_s,
     num,
+    on_grid,
     out,
     whole_numbers,
 )
@@ -137,6 +141,13 @@ class CustomOp(CalcRequest):
 Operation = Annotated[GemmOp | AttentionOp | CustomOp, Field(discriminator="kind")]
 
 
+#: a KV-format sweep is short: each format is sized on its own before the points pick theirs
+MAX_KV_FORMATS = 16
+KvFormats = Annotated[list[Format], Field(min_length=1, max_length=MAX_KV_FORMATS)]
+#: the fields a grid request spreads over axes, in axis order (model steps; operations pair their sweeps)
+GRID_FIELDS = ("batch", "tokens", "context_tokens", "kv_format", "peak_flop_per_s", "memory_bandwidth_bytes_per_s")
+
+
 class RooflineRequest(CalcRequest):
     """One of `operation`, `model`, `architecture`, `params`; a device by `hardware` id or explicit rates."""
 
@@ -153,7 +164,8 @@ class RooflineRequest(CalcRequest):
     context_tokens: NonNegIntSweep = Field(0, description="Tokens already in each sequence's KV cache before the step. Sweepable.")
     weight_format: Format | None = Field(None, description="Storage format of the weights (bytes read per step). Default: the "
                                          "model's published format (per component for mixed formats), else bf16.")
-    kv_format: Format = Field("bf16", description="Storage format of KV cache values.")
+    kv_format: Format | KvFormats = Field("bf16", description="Storage format of KV cache values; a list of up to "
+                                          f"{MAX_KV_FORMATS} sweeps it (point by point, or as an axis with `grid`).")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token (with `params`, which has no shapes).")
     include_lm_head: bool = Field(True, description="Count the output projection (decode: every token; prefill: last position only).")
     include_attention: bool = Field(True, description="Count the QKᵀ/AV pair FLOPs.")
@@ -165,6 +177,7 @@ class RooflineRequest(CalcRequest):
     devices: PosInt = Field(1, description="Devices sharing the step evenly (ideal tensor parallel).")
     compute_efficiency: Fraction = Field(1.0, description="Achieved fraction of peak FLOP/s (MFU-like), > 0.")
     bandwidth_efficiency: Fraction = Field(1.0, description="Achieved fraction of memory bandwidth, > 0.")
+    grid: bool = GRID_FIELD
 
     @model_validator(mode="after")
     def _check(self):
@@ -173,13 +186,53 @@ class RooflineRequest(CalcRequest):
             raise ValueError("give exactly one of operation, model, model_config, architecture, params")
         if self.segments is not None and self.phase != "prefill":
             raise ValueError("segments apply to the prefill phase only")
+        if self.grid and self.operation is not None:
+            raise ValueError("grid applies to model steps; an operation pairs its swept fields point by point")
         return self
 
 
 # --------------------------------------------------------------------------- helpers
 
-#: what bounds a step, indexed by (t_c >= t_m): an object array, so a sweep's labels are picked, not built
-_BOUND_NAMES = np.array(["memory", "compute"], dtype=object)
+#: what bounds a step, indexed by (t_c >= t_m): a sweep's labels are picked from it into a text array, which the
+#: encoder writes as a list of strings
+_BOUND_NAMES = np.array(["memory", "compute"])
+
+
+class _FormatAxis:
+    """A list of KV formats as one swept dimension: each format's figures are worked out once, and every point picks
+    its own by `index` (an int array shaped like the other swept fields)."""
+
+    def __init__(self, formats: list, index: np.ndarray):
+        self.formats = formats
+        self.index = index
+        self._entry: dict[float, np.ndarray] = {}
+
+    def entry_bytes(self, values: float) -> np.ndarray:
+        """Bytes of one row of `values` values, in each point's format."""
+        if values not in self._entry:
+            self._entry[values] = np.asarray([f.entry_bytes(values) for f in self.formats])[self.index]
+        return self._entry[values]
+
+    def bytes_of(self, values) -> np.ndarray:
+        """Bytes of `values` values stored as one run, in each point's format."""
+        values = np.asarray(values, dtype=float)
+        shape = np.broadcast_shapes(values.shape, self.index.shape)
+        total = np.zeros(shape)
+        for i, f in enumerate(self.formats):
+            total = np.where(self.index == i, f.bytes_of(values), total)
+        return total
+
+
+def _kv_format(req: RooflineRequest, axes, index) -> tuple[object, object]:
+    """(the KV format as sized: a Fmt, or a _FormatAxis for a list; its label for the measured tables, None for a
+    list of several)."""
+    kfmt = req.kv_format
+    if not isinstance(kfmt, list):
+        return resolve_format(kfmt, "kv_format"), kfmt
+    formats = [resolve_format(f, f"kv_format.{i}") for i, f in enumerate(kfmt)]
+    if len(formats) == 1:
+        return formats[0], kfmt[0]
+    return _FormatAxis(formats, index), None
 
 
 def _like(x, ref):
@@ -288,8 +341,11 @@ def _moe_split(rec: dict) -> tuple[float, float, int, int] | None:
     return 3.0 * d * f, float(layers - dl), e, k
 
 
-def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
-    x = broadcast({"tokens": req.tokens, "batch": req.batch, "context_tokens": req.context_tokens})
+def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, ...] | None) -> dict:
+    named = {"tokens": req.tokens, "batch": req.batch, "context_tokens": req.context_tokens}
+    if isinstance(req.kv_format, list) and len(req.kv_format) > 1:
+        named["kv_format"] = np.arange(len(req.kv_format))        # which format each point uses
+    x = broadcast(named, axes=axes)
     if req.segments is not None:
         seg = np.asarray(req.segments, dtype=float)
         p = np.asarray(float(seg.sum())) + 0.0 * x["batch"]
@@ -301,8 +357,10 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         p, s = x["tokens"], x["context_tokens"]
         pairs_seq = None
     b = x["batch"]
+    if "kv_format" in x and axes is None:
+        b = b + 0 * x["kv_format"]           # formats paired point by point: every per-point output spans them
     n_tok = p * b
-    kfmt = req.kv_format
+    kfmt, kv_label = _kv_format(req, axes, x["kv_format"].astype(np.intp) if "kv_format" in x else None)
     arch, rec = resolve_arch(req, lookup, res)
     shipped = shipped_weight_formats((rec or {}).get("weight_dtype")) if req.weight_format is None else None
     wfmt = req.weight_format if req.weight_format is not None else (shipped.main if shipped else "bf16")
@@ -386,7 +444,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
     if groups:
         # the architecture engine sizes the cache exactly as kv-cache does (blocks per entry, windows, ratios, state)
         gspec = groups_from_model(rec, res, "model")
-        kf, sf = resolve_format(kfmt, "kv_format"), FORMATS["fp32"]
+        kf, sf = kfmt, FORMATS["fp32"]
         kv_read = cache_bytes(gspec, kf, sf, s) * b
         kv_after = cache_bytes(gspec, kf, sf, s + p) * b
         kv_write = written_bytes(gspec, kf, sf, s, p) * b
@@ -404,9 +462,9 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
         kv_after = per_tok * (s + p) * b
         state = 0.0
     if vals_hist is not None and not groups:
-        kv_read = format_bytes(vals_hist, kfmt) * b
-        kv_after = format_bytes(vals_after, kfmt) * b
-        kv_write = format_bytes(vals_new, kfmt) * b
+        kv_read = kfmt.bytes_of(vals_hist) * b
+        kv_after = kfmt.bytes_of(vals_after) * b
+        kv_write = kfmt.bytes_of(vals_new) * b
         if state:
             st = format_bytes(state, "fp32") * b
             kv_read = kv_read + st
@@ -419,11 +477,15 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result) -> dict:
              kv_cache_bytes=intify(kv_after), tokens_in_step=whole_numbers(n_tok))
     res.assume("Activations, norms, softmax and sampling work and traffic are not counted.",
                "Embedding lookups read only the rows used; the embedding table is not counted as read (unless tied with the head).")
-    return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok, "arch": arch, "shape": (p, s, b), "weight_format": wfmt}
+    return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok, "arch": arch, "shape": (p, s, b), "weight_format": wfmt,
+            "kv_label": kv_label, "sweep_shape": np.broadcast_shapes(*(np.shape(v) for v in x.values()))}
 
 
-def _check_sweeps(req: RooflineRequest) -> None:
-    """Every swept field of the request (work and rates) must pair up: a mismatch is a 422 naming the field."""
+def _check_sweeps(req: RooflineRequest, axes: tuple[str, ...] | None) -> None:
+    """Every swept field of the request (work and rates) must pair up: a mismatch is a 422 naming the field (a grid
+    request has no pairs to check: each list is its own axis)."""
+    if axes is not None:
+        return
     named: dict = {}
     op = req.operation
     if op is not None:
@@ -433,6 +495,8 @@ def _check_sweeps(req: RooflineRequest) -> None:
                 named[f"operation.{k}"] = v
     else:
         named.update(tokens=req.tokens, batch=req.batch, context_tokens=req.context_tokens)
+        if isinstance(req.kv_format, list) and len(req.kv_format) > 1:
+            named["kv_format"] = range(len(req.kv_format))
     for k in ("peak_flop_per_s", "memory_bandwidth_bytes_per_s"):
         if getattr(req, k) is not None:
             named[k] = getattr(req, k)
@@ -441,15 +505,19 @@ def _check_sweeps(req: RooflineRequest) -> None:
 
 def compute(req: RooflineRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
-    _check_sweeps(req)
-    work = _op(req, res) if req.operation is not None else _model(req, lookup, res)
+    axes = grid_axes(req, GRID_FIELDS)
+    _check_sweeps(req, axes)
+    work = _op(req, res) if req.operation is not None else _model(req, lookup, res, axes)
     peak, bw, _ = hardware_rates(req, lookup, res, optional_peak=True)
     rates = broadcast({"peak_flop_per_s": peak if peak is not None else 1.0,
-                       "memory_bandwidth_bytes_per_s": bw if bw is not None else 1.0})
+                       "memory_bandwidth_bytes_per_s": bw if bw is not None else 1.0}, axes=axes)
     flops, byts = np.broadcast_arrays(np.asarray(work["flops"], dtype=float), np.asarray(work["bytes"], dtype=float))
     if req.compute_efficiency <= 0 or req.bandwidth_efficiency <= 0:
         raise CalcInputError("compute_efficiency" if req.compute_efficiency <= 0 else "bandwidth_efficiency", "must be > 0")
-    o = {"flops": intify(flops), "bytes": intify(byts)}
+    if axes:     # a grid: each in its own (broadcastable) shape
+        o = {"flops": intify(work["flops"]), "bytes": intify(work["bytes"])}
+    else:
+        o = {"flops": intify(flops), "bytes": intify(byts)}
     ai = _ratio(flops, byts)
     o["arithmetic_intensity"] = out(ai)
     res.step("arithmetic intensity", "I = F / bytes", f"{fmt_flops(first(flops))} / {fmt_bytes(first(byts))}", ai, "FLOP/B")
@@ -466,11 +534,12 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
         o["memory_time_s"] = out(t_m)
     if t_c is not None and t_m is not None:
         t = np.maximum(t_c, t_m)
-        bound = _BOUND_NAMES[np.asarray(t_c >= t_m, dtype=np.intp)]
+        bound = _BOUND_NAMES.take(np.asarray(t_c >= t_m).view(np.int8))
         ridge = rates["peak_flop_per_s"] / rates["memory_bandwidth_bytes_per_s"] * (req.compute_efficiency / req.bandwidth_efficiency)
         res.step("ridge point", "I* = peak / bandwidth", f"{num(first(rates['peak_flop_per_s']) / 1e12)} T / {num(first(rates['memory_bandwidth_bytes_per_s']) / 1e9)} G",
                  ridge, "FLOP/B")
-        o.update(ridge_point=out(_like(ridge, t)), bound=bound.tolist() if np.ndim(bound) else str(bound))
+        # a sweep's labels stay an (object) array until the wire, like every other output
+        o.update(ridge_point=out(_like(ridge, t)), bound=bound if np.ndim(bound) else str(bound))
     elif t_c is not None or t_m is not None:
         t = t_c if t_c is not None else t_m
         o["bound"] = None
@@ -486,21 +555,62 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
     o.update(work["extra"])
     res.assume("Compute and memory traffic overlap perfectly (the roofline's ideal lower bound on time).")
     if "shape" in work and t is not None and req.segments is None:
-        p, s, b = work["shape"]
-        o.update(step_estimate(req, lookup, res, arch=work["arch"], hardware_id=req.hardware, phase=req.phase, batch=b,
-                               tokens=p, context_tokens=s, tp=1, weight_format=work["weight_format"],
-                               kv_format=req.kv_format, bound_s=t))
+        o.update(_measured(req, lookup, res, work, t, axes))
     elif req.estimate == "measured":
         raise CalcInputError("estimate", "a measured estimate needs a model step (model or model_config, with hardware)")
+    if "sweep_shape" in work and not axes:
+        # every output of a swept model step spans the sweep, whichever swept fields it depends on (a KV-format list
+        # alone leaves the FLOPs unswept)
+        o = on_grid(o, np.broadcast_shapes(work["sweep_shape"], *(np.shape(v) for v in rates.values())))
+    if axes:
+        # a grid's outputs keep the axes they depend on (broadcastable to the grid); the answer spreads them
+        shape = grid_shape(req, axes)
+        res.grid_shape = shape
+        o.update(grid_axes=list(axes), grid_shape=list(shape))
+        res.assume(f"Grid: every combination of {', '.join(axes)} ({' × '.join(map(str, shape))} = "
+                   f"{math.prod(shape):,} points); outputs are nested arrays in that axis order.")
     res.outputs = o
     res.headline = _headline(req, o)
     return res
 
 
+def _measured(req: RooflineRequest, lookup: Lookup, res: Result, work: dict, t, axes) -> dict:
+    """The measured estimate of a model step beside its bound (one KV format per request: the tables are per format)."""
+    if work["kv_label"] is None:
+        if req.estimate == "measured":
+            raise CalcInputError("kv_format", "a measured estimate is looked up for one KV format: send one kv_format "
+                                 "per request, or estimate='bound'")
+        if req.estimate is None or req.estimate == "both":
+            res.assume("No measured estimate: the measured kernels are looked up for one KV format at a time; send one "
+                       "kv_format per request for it.")
+        return {}
+    p, s, b = work["shape"]
+    shape = np.broadcast_shapes(np.shape(p), np.shape(s), np.shape(b), np.shape(t))
+    if len(shape) > 1:       # a grid: the tables are read point by point over the flattened grid, then reshaped
+        p, s, b, t = (np.broadcast_to(v, shape).ravel() for v in (p, s, b, t))
+    est = step_estimate(req, lookup, res, arch=work["arch"], hardware_id=req.hardware, phase=req.phase, batch=b,
+                        tokens=p, context_tokens=s, tp=1, weight_format=work["weight_format"],
+                        kv_format=work["kv_label"], bound_s=t)
+    if len(shape) > 1:
+        est = _reshaped(est, shape)
+    return est
+
+
+def _reshaped(x, shape: tuple[int, ...]):
+    """Flat arrays in an output tree put back into the grid's shape."""
+    if isinstance(x, np.ndarray) and x.ndim == 1 and x.size == math.prod(shape):
+        return x.reshape(shape)
+    if isinstance(x, dict):
+        return {k: _reshaped(v, shape) for k, v in x.items()}
+    return x
+
+
 def _headline(req: RooflineRequest, o: dict) -> str:
     """Step time, what bounds it and the throughput (a sweep: its first point)."""
     n = hf.n_points(*(o.get(k) for k in ("flops", "bytes", "time_s")), req.tokens, req.batch, req.context_tokens,
-                    req.peak_flop_per_s, req.memory_bandwidth_bytes_per_s)
+                    req.peak_flop_per_s, req.memory_bandwidth_bytes_per_s, req.kv_format)
+    if o.get("grid_shape"):
+        n = math.prod(o["grid_shape"])
     if req.operation is not None:
         what = f"The {req.operation.kind} operation"
     else:
@@ -523,7 +633,8 @@ def _headline(req: RooflineRequest, o: dict) -> str:
         if o.get("measured_time_s") is not None:
             text += f"; measured kernels estimate {hf.fmt_seconds(o['measured_time_s'])}"
     if n > 1:
-        text += f" (first of {n:,} points)"
+        grid = o.get("grid_shape")
+        text += f" (first of {n:,} points" + (f", a {' × '.join(map(str, grid))} grid)" if grid else ")")
     return hf.sentence(text)
 
 
@@ -667,8 +778,9 @@ CALCULATORS = [
                  "hardware": "h100-sxm", "precision": "BF16"},
         cases=("model-resource-accounting", "buffer-capacity-and-data-movement", "retrieval-and-generation",
                "attention-tiles-and-io", "macbook-rtx-pro6000"),
-        sweepable=("tokens", "batch", "context_tokens", "peak_flop_per_s", "memory_bandwidth_bytes_per_s",
+        sweepable=("tokens", "batch", "context_tokens", "kv_format", "peak_flop_per_s", "memory_bandwidth_bytes_per_s",
                    "operation.m", "operation.count", "operation.tile_m", "operation.tile_n", "operation.flops", "operation.bytes"),
+        grid=GRID_FIELDS,
         chart=Chart(x="batch", y=("compute_time_s", "memory_time_s"), x_label="batch (sequences)", y_label="seconds per step"),
         extra_examples=({"operation": {"kind": "gemm", "m": 1024, "k": 4096, "n": 12288}, "peak_flop_per_s": 989e12,
                          "memory_bandwidth_bytes_per_s": 3.35e12},),

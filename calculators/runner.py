@@ -25,6 +25,8 @@ from calculators.core import (
     UnknownId,
     ids_of,
     no_lookup,
+    on_grid,
+    request_inputs,
 )
 from calculators.registry import REGISTRY
 from calculators.suggest import close_matches, phrase
@@ -345,11 +347,11 @@ def envelope(calc: Calculator, request: BaseModel, result: Result, lookup: Looku
         "calculator": calc.name,
         "headline": result.headline,
         "inputs": inputs,
-        "outputs": result.outputs,
+        "outputs": result.outputs if result.grid_shape is None else on_grid(result.outputs, result.grid_shape),
         "steps": [s.as_dict() for s in result.steps],
         "assumptions": result.assumptions,
         "cases": case_refs(lookup, calc.cases),
-        "explanation_url": explanation_link(calc, request.model_dump(mode="json", exclude_unset=True, by_alias=True)),
+        "explanation_url": explanation_link(calc, request_inputs(request, exclude_unset=True, by_alias=True)),
     }
 
 

@@ -62,3 +62,47 @@ def test_window_and_ratio_together_count_entries():
     arch = {"layer_groups": [{"count": 2, "streams": [{"dim": 64, "window": 100, "ratio": 4}]}]}
     o = run("kv-cache", {"architecture": arch, "tokens": [100, 400, 4000], "kv_format": "bf16"})[2].outputs
     assert o["bytes_per_request"] == [2 * 64 * 2 * 25, 2 * 64 * 2 * 100, 2 * 64 * 2 * 100]
+
+
+def test_cache_and_written_bytes_agree_with_the_stream_by_stream_sizes():
+    """The roofline's shortcut (full streams as one per-token coefficient) gives kv_sizes' totals and the bytes a
+    step writes, for windows, compressed streams, state and several formats, point by point."""
+    import numpy as np
+    from calculators.architecture import GroupSpec, StreamSpec, cache_bytes, kv_sizes, written_bytes
+    from calculators.formats import resolve_format
+    groups = [GroupSpec("full", 20, (StreamSpec("kv", 1024, None, 1, 8),), 0, None, None),
+              GroupSpec("window", 10, (StreamSpec("kv", 1024, 4096, 1, 8),), 0, None, None),
+              GroupSpec("compressed", 6, (StreamSpec("c", 576, None, 4, None), StreamSpec("i", 128, 2048, 4, None)),
+                        0, None, None),
+              GroupSpec("linear", 12, (), 65536, 16, None)]
+    s = np.array([0, 1, 3, 4095, 4096, 4097, 100_000])
+    p = np.array([1, 1, 5, 1, 8192, 3, 1])
+    state = resolve_format("fp32")
+    for name in ("bf16", "fp8", "q4_0", "nvfp4"):
+        fmt = resolve_format(name)
+        for tokens in (s, s + p):
+            assert np.allclose(cache_bytes(groups, fmt, state, tokens), kv_sizes(groups, fmt, state, tokens).bytes_per_request,
+                               rtol=1e-15, atol=0)
+        want = np.zeros(s.shape)
+        for g in groups:                           # the definition, stream by stream
+            for st in g.streams:
+                new = (s + p) // st.ratio - s // st.ratio
+                if st.window is not None:
+                    new = np.minimum(new, st.window) if st.ratio > 1 else p
+                want += g.count * fmt.entry_bytes(st.dim) * new
+            want += g.count * state.entry_bytes(g.state_elements) if g.state_elements else 0
+        assert np.allclose(written_bytes(groups, fmt, state, s, p), want, rtol=1e-15, atol=0), name
+
+
+def test_a_model_record_is_read_once_and_cited_every_time(lookup):
+    from calculators.architecture import arch_from_record, groups_from_model, ledger
+    from calculators.core import Result
+    rec = lookup("model", "qwen3-8b")
+    r1, r2 = Result({}, {}), Result({}, {})
+    a1, a2 = arch_from_record(rec, r1), arch_from_record(rec, r2)
+    assert a1 is a2 and ledger(a1) is ledger(a2)
+    assert r1.sources == r2.sources and {s["field"] for s in r1.sources} >= {"layers", "hidden_size", "kv_heads"}
+    g1, g2 = groups_from_model(rec, r1), groups_from_model(rec, r2)
+    assert g1 == g2 and g1 is not g2                  # each caller its own list of the shared specs
+    copy = {**rec}
+    assert arch_from_record(copy, None) is not a1 and arch_from_record(copy, None) == a1

@@ -199,3 +199,131 @@ def test_dynamic_power_with_an_extreme_voltage_ratio_is_null_not_an_error():
     _, _, r = run("energy", {"dynamic_power": {"voltage_old_v": 1e-200, "voltage_new_v": 1e30}}, no_lookup)
     o = orjson.loads(orjson.dumps(r.outputs, option=orjson.OPT_SERIALIZE_NUMPY))
     assert o["power_ratio"] is None
+
+
+# --------------------------------------------------------------------------- grids (`grid: true`)
+
+GRID_BASE = {"model": "qwen3-8b", "hardware": "h100-sxm", "phase": "decode", "estimate": "bound"}
+GRID_AXES = {"batch": [1, 8, 64], "context_tokens": [0, 1024, 32768, 131072], "kv_format": ["bf16", "fp8", "fp4"]}
+
+
+def _answer(body, lookup):
+    """The JSON answer's outputs (grids spread over their whole shape), as plain Python values."""
+    from calculators.core import jsonable
+    from calculators.runner import run as run_envelope
+    return jsonable(run_envelope("roofline", body, lookup)["outputs"])
+
+
+def test_a_grid_holds_every_combination_and_equals_the_paired_sweep_of_the_same_points(lookup):
+    import numpy as np
+    g = _answer({**GRID_BASE, **GRID_AXES, "grid": True}, lookup)
+    assert g["grid_axes"] == ["batch", "context_tokens", "kv_format"] and g["grid_shape"] == [3, 4, 3]
+    b, c = np.meshgrid(GRID_AXES["batch"], GRID_AXES["context_tokens"], indexing="ij")
+    for k, fmt in enumerate(GRID_AXES["kv_format"]):
+        z = _answer({**GRID_BASE, "batch": b.ravel().tolist(), "context_tokens": c.ravel().tolist(), "kv_format": fmt}, lookup)
+        for key, want in z.items():
+            if isinstance(want, list):            # every per-point output, whatever axes it depends on
+                got = np.asarray(g[key] if not isinstance(want[0], dict) else [], dtype=object)[:, :, k].ravel().tolist()
+                assert got == want, key
+            elif isinstance(want, dict):
+                for sub, w in want.items():
+                    assert np.asarray(g[key][sub])[:, :, k].ravel().tolist() == w, f"{key}.{sub}"
+
+
+def test_each_output_of_a_grid_has_the_grid_shape_in_the_answer_and_a_broadcastable_one_in_process(lookup):
+    import numpy as np
+    from calculators.runner import compute as compute_arrays
+    body = {**GRID_BASE, **GRID_AXES, "grid": True}
+    _, _, res = compute_arrays("roofline", body, lookup)
+    assert res.grid_shape == (3, 4, 3)
+    per_point = [k for k, v in res.outputs.items() if isinstance(v, np.ndarray) and v.ndim]
+    assert {"time_s", "bound", "linear_flops", "weight_bytes", "kv_read_bytes"} <= set(per_point)
+    for k in per_point:
+        assert np.broadcast_shapes(res.outputs[k].shape, res.grid_shape) == res.grid_shape, k
+    assert res.outputs["linear_flops"].shape == (3, 1, 1)          # depends on the batch only
+    answer = _answer(body, lookup)
+    for k in per_point:
+        assert np.shape(answer[k]) == (3, 4, 3), k
+    assert "first of 36 points, a 3 × 4 × 3 grid" in res.headline
+
+
+def test_a_grid_is_cheaper_in_kv_bits_the_narrower_the_format(lookup):
+    o = _answer({**GRID_BASE, **GRID_AXES, "grid": True}, lookup)
+    for i in range(3):
+        for j in range(1, 4):                         # with a history to read, fp4 < fp8 < bf16 bytes and time
+            kv = o["kv_read_bytes"][i][j]
+            assert kv[0] == 2 * kv[1] and kv[1] > kv[2] > 0
+            assert o["time_s"][i][j][0] > o["time_s"][i][j][1] > o["time_s"][i][j][2]
+
+
+def test_a_kv_format_list_without_grid_pairs_point_by_point_and_spreads_every_output(lookup):
+    o = _answer({**GRID_BASE, "context_tokens": 4096, "kv_format": ["bf16", "fp8"]}, lookup)
+    assert len(o["kv_read_bytes"]) == 2 and o["kv_read_bytes"][0] == 2 * o["kv_read_bytes"][1]
+    assert len(o["linear_flops"]) == 2 and o["linear_flops"][0] == o["linear_flops"][1]   # unswept, spread
+    with pytest.raises(CalcInputError) as e:
+        calc({**GRID_BASE, "batch": [1, 2, 3], "kv_format": ["bf16", "fp8"]}, lookup)
+    assert e.value.loc == ("kv_format",)
+
+
+def test_a_measured_estimate_needs_one_kv_format(lookup):
+    body = {**GRID_BASE, **GRID_AXES, "grid": True}
+    with pytest.raises(CalcInputError) as e:
+        calc({**body, "estimate": "measured"}, lookup)
+    assert e.value.loc == ("kv_format",) and "one KV format" in e.value.message
+    _, _, res = run("roofline", {**body, "estimate": None}, lookup)
+    assert "measured_time_s" not in res.outputs
+    assert any("one KV format at a time" in a for a in res.assumptions)
+
+
+def test_a_grid_of_one_kv_format_carries_the_measured_estimate_in_the_grid_shape(lookup):
+    import numpy as np
+    o = _answer({**GRID_BASE, "estimate": "both", "batch": [1, 8], "context_tokens": [1024, 4096, 16384],
+                 "kv_format": "fp8", "grid": True}, lookup)
+    if "measured_time_s" not in o:
+        pytest.fail("h100-sxm has measured kernels: a grid of one KV format must carry the measured estimate")
+    assert np.shape(o["measured_time_s"]) == (2, 3) and np.shape(o["measured_to_bound_ratio"]) == (2, 3)
+    single = _answer({**GRID_BASE, "estimate": "both", "batch": 8, "context_tokens": 4096, "kv_format": "fp8"}, lookup)
+    assert o["measured_time_s"][1][1] == pytest.approx(single["measured_time_s"], rel=1e-12)
+
+
+def test_grid_refusals_name_their_field(lookup):
+    with pytest.raises(ValidationError, match="grid applies to model steps"):
+        calc({"operation": {"kind": "gemm", "m": [1, 2], "k": 4, "n": 4}, "peak_flop_per_s": 1e12, "grid": True})
+    with pytest.raises(ValidationError):
+        calc({**GRID_BASE, "kv_format": ["bf16"] * 17})               # at most 16 formats
+    from calculators.registry import REGISTRY
+    roofline = REGISTRY["roofline"]
+    req = roofline.request_model.model_validate({**GRID_BASE, "batch": list(range(1, 1002)),
+                                                 "context_tokens": list(range(1001)), "grid": True})
+    with pytest.raises(CalcInputError) as e:                       # past MAX_SWEEP_POINTS even in-process
+        roofline.compute(req, lookup)
+    assert e.value.status == 413 and e.value.loc == ("batch",) and "1,002,001" in e.value.message
+
+
+def test_the_cost_of_a_grid_is_its_every_combination():
+    from calculators import limits
+    from calculators.registry import REGISTRY
+    roofline = REGISTRY["roofline"]
+    body = {**GRID_BASE, "batch": list(range(1, 101)), "context_tokens": list(range(0, 100_000, 50)), "grid": True}
+    assert limits.cost_of(roofline, body).points == 100 * 2000
+    assert limits.cost_of(roofline, {**body, "grid": False}).points == 2000
+    big = {**body, "tokens": list(range(1, 11))}
+    with pytest.raises(limits.LimitExceeded) as e:
+        limits.check(roofline, big)
+    assert "grid of 2,000,000 points" in e.value.message and "shrink the grid (batch 100 × tokens 10 × context_tokens 2,000)" in e.value.message
+
+
+def test_a_grid_over_http_json_markdown_page_and_batch(client):
+    body = {**GRID_BASE, "batch": [1, 8], "context_tokens": [1024, 4096], "kv_format": ["bf16", "fp8"], "grid": True}
+    r = client.post("/api/v1/calculators/roofline", json=body)
+    assert r.status_code == 200 and r.json()["outputs"]["grid_shape"] == [2, 2, 2]
+    assert r.json()["outputs"]["bound"] == [[["memory"] * 2] * 2] * 2
+    md = client.post("/api/v1/calculators/roofline", json=body, headers={"Accept": "text/markdown"})
+    assert md.status_code == 200 and "a 2 × 2 × 2 grid" in md.text
+    page = client.get(r.json()["explanation_url"])
+    assert page.status_code == 200 and "a 2 × 2 × 2 grid" in page.text
+    batch = client.post("/api/v1/calculators:batch", json={"requests": [{"calculator": "roofline", "request": body}]})
+    assert batch.status_code == 200 and batch.json()["results"][0]["response"]["outputs"]["grid_shape"] == [2, 2, 2]
+    huge = {**body, "batch": list(range(1, 1001)), "context_tokens": list(range(0, 2_000_000, 1000))}
+    refused = client.post("/api/v1/calculators/roofline", json=huge)
+    assert refused.status_code == 413 and refused.json()["limit"]["name"] == "evaluations"

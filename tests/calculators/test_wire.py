@@ -161,3 +161,39 @@ def test_envelope_of_a_sweep_keeps_arrays_until_encoded(lookup):
     env = envelope(calc, req, res, lookup)
     assert isinstance(env["outputs"]["bytes_per_request"], np.ndarray)
     assert wire(env)["outputs"]["bytes_per_request"] == [147456, 294912, 442368]
+
+
+def test_an_integer_sweep_reads_into_the_same_array_as_numpy_would():
+    from calculators.core import IntPoints
+    req = REGISTRY["roofline"].request_model.model_validate({**SWEEP, "batch": [1, 2, 10**15, 7] * 5})
+    assert type(req.batch) is IntPoints
+    for dtype in (None, float, np.int64):
+        got, want = np.asarray(req.batch, dtype=dtype), np.array(list(req.batch), dtype=dtype)
+        assert got.dtype == want.dtype and (got == want).all()
+    floats = REGISTRY["roofline"].request_model.model_validate({**SWEEP, "peak_flop_per_s": [1.5e12, 2.25e12] * 10})
+    assert type(floats.peak_flop_per_s) is Points and np.asarray(floats.peak_flop_per_s)[0] == 1.5e12
+
+
+@pytest.mark.parametrize("options", [{}, {"exclude_none": True}, {"exclude_unset": True, "by_alias": True},
+                                     {"exclude_none": True, "exclude_unset": True}])
+def test_request_inputs_are_what_model_dump_gives_in_the_same_order(options):
+    from calculators.core import request_inputs
+    for name, body in (("roofline", SWEEP), ("roofline", {**SWEEP, "batch": 8}),
+                       ("kv-cache", {"model_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                                                       "num_key_value_heads": 2, "vocab_size": 100}, "tokens": [1, 2, 3]})):
+        req = REGISTRY[name].request_model.model_validate(body)
+        got, want = request_inputs(req, **options), req.model_dump(mode="json", **options)
+        assert got == want and list(got) == list(want), (name, options)
+        assert wire(got) == want
+
+
+def test_a_record_memo_keys_on_the_record_itself():
+    from calculators.core import RecordMemo
+    memo, made = RecordMemo(maxsize=2), []
+    make = lambda: made.append(1) or object()
+    a, b = {"id": "a"}, {"id": "a"}                 # equal, not the same record
+    first_a = memo.get(a, ("x",), make)
+    assert memo.get(a, ("x",), make) is first_a and len(made) == 1
+    assert memo.get(b, ("x",), make) is not first_a and len(made) == 2
+    assert memo.get(a, ("y",), make) is not first_a and len(made) == 3      # another key: another value
+    assert len(memo._entries) <= 2                                           # bounded: cleared when full
