@@ -104,23 +104,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def send_mix(port: int, n: int) -> dict[int, int]:
-    """Send `n` requests of MIX in turn over one keep-alive connection; count answers by status."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    bodies = [(m, p, json.dumps(b).encode() if b is not None else None,
-               {**({"Content-Type": "application/json"} if b is not None else {}), **h}) for m, p, b, h in MIX]
-    statuses: dict[int, int] = {}
-    for i in range(n):
-        method, path, body, headers = bodies[i % len(bodies)]
-        conn.request(method, path, body=body, headers=headers)
-        resp = conn.getresponse()
-        resp.read()
-        statuses[resp.status] = statuses.get(resp.status, 0) + 1
-        if resp.getheader("connection", "").lower() == "close":
-            conn.close()
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    conn.close()
-    return statuses
+class Mix:
+    """The MIX sent in turn over one keep-alive connection, kept open between calls: the warm-up and the mix that
+    follows reach the same worker (a new connection may be accepted by another one)."""
+
+    def __init__(self, port: int):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.reconnects = 0
+        self.bodies = [(m, p, json.dumps(b).encode() if b is not None else None,
+                        {**({"Content-Type": "application/json"} if b is not None else {}), **h}) for m, p, b, h in MIX]
+
+    def send(self, n: int) -> dict[int, int]:
+        """Send `n` requests; count answers by status."""
+        statuses: dict[int, int] = {}
+        for i in range(n):
+            method, path, body, headers = self.bodies[i % len(self.bodies)]
+            self.conn.request(method, path, body=body, headers=headers)
+            resp = self.conn.getresponse()
+            resp.read()
+            statuses[resp.status] = statuses.get(resp.status, 0) + 1
+            if resp.getheader("connection", "").lower() == "close":
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                self.reconnects += 1
+        return statuses
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,27 +158,42 @@ def main(argv: list[str] | None = None) -> int:
                 print("the server exited before answering /healthz", file=sys.stderr)
                 return 1
         time.sleep(1.0)   # let start-up settle
-        worker = proc.pid if args.workers == 1 else worker_pids(proc.pid)[0]
-        idle = rss_mb(worker)
-        extra = {k: rss_mb(k) for k in children(proc.pid) if k != worker}
-        print(f"casebook serve --workers {args.workers}; worker pid {worker}: idle RSS {idle:.1f} MB, "
-              f"{memory_line(worker)}"
-              + (f"; other processes {', '.join(f'{k}: {v:.1f} MB' for k, v in extra.items())}" if extra else ""))
+        workers = [proc.pid] if args.workers == 1 else worker_pids(proc.pid)
+        while args.workers > 1 and len(workers) < args.workers:     # every worker up before the first reading
+            time.sleep(0.2)
+            workers = worker_pids(proc.pid)
+        idle = {w: rss_mb(w) for w in workers}
+        extra = {k: rss_mb(k) for k in children(proc.pid) if k not in idle}
+        for w in workers:
+            print(f"casebook serve --workers {args.workers}; worker pid {w}: idle RSS {idle[w]:.1f} MB, {memory_line(w)}")
+        if extra:
+            print(f"other processes: {', '.join(f'{k}: {v:.1f} MB' for k, v in extra.items())}")
         warm_n = len(MIX) * 20
-        send_mix(port, warm_n)
-        warm = rss_mb(worker)
-        print(f"after a warm-up of {warm_n} requests (every kind, incl. the first MCP call): RSS {warm:.1f} MB")
+        mix = Mix(port)
+        mix.send(warm_n)
+        warm = {w: rss_mb(w) for w in workers}
         t0 = time.perf_counter()
-        statuses = send_mix(port, args.requests)
+        statuses = mix.send(args.requests)
         dt = time.perf_counter() - t0
-        after = rss_mb(worker)
-        print(f"after {args.requests} more mixed requests ({dt:.1f} s, statuses {dict(sorted(statuses.items()))}): "
-              f"RSS {after:.1f} MB, {memory_line(worker)}")
-        print(f"growth: {after - idle:+.1f} MB ({(after / idle - 1) * 100:+.1f} %) vs idle, "
-              f"{after - warm:+.1f} MB ({(after / warm - 1) * 100:+.1f} %) vs warm")
-        kids = [k for k in children(proc.pid) if k != worker]
+        mix.close()
+        after = {w: rss_mb(w) for w in workers}
+        # one keep-alive connection is served by one worker: the one whose memory the requests moved
+        served = max(workers, key=lambda w: after[w] - idle[w])
+        print(f"{warm_n} warm-up requests (every kind, incl. the first MCP call), then {args.requests} more mixed requests "
+              f"({dt:.1f} s, statuses {dict(sorted(statuses.items()))}), over one connection, served by worker {served}"
+              + (f" ({mix.reconnects} reconnections: the server closed the connection)" if mix.reconnects else "") + ":")
+        for w in workers:
+            tag = " (served the requests)" if w == served else " (idle throughout)"
+            print(f"  worker {w}{tag}: idle {idle[w]:.1f} MB, after the warm-up {warm[w]:.1f} MB, after the mix "
+                  f"{after[w]:.1f} MB, {memory_line(w)}")
+        w = served
+        print(f"growth of the serving worker: {after[w] - idle[w]:+.1f} MB ({(after[w] / idle[w] - 1) * 100:+.1f} %) vs idle, "
+              f"{after[w] - warm[w]:+.1f} MB ({(after[w] / warm[w] - 1) * 100:+.1f} %) vs warm (the warm-up loads what a "
+              "worker imports only when first asked: the MCP SDK, ~25 MB, and the request models of the calculators used)")
+        kids = [k for k in children(proc.pid) if k not in idle]
         if kids:
             print("other processes now: " + ", ".join(f"{k}: {rss_mb(k):.1f} MB" for k in kids))
+        print(f"idle RSS, highest worker: {max(idle.values()):.1f} MB")
         print("goal: idle <= 150 MB, growth <= 10 %  (machine shared: RSS figures are not timing-sensitive)")
         return 0
     finally:

@@ -13,7 +13,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     Lookup,
@@ -28,6 +27,7 @@ from calculators.core import (
     fmt_s,
     num,
     out,
+    request_inputs,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators import headline_format as hf

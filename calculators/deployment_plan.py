@@ -31,7 +31,6 @@ from calculators.architecture import (
 )
 from calculators.base import Calculator
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -42,6 +41,7 @@ from calculators.core import (
     fmt_bytes,
     fmt_s,
     num,
+    request_inputs,
 )
 from calculators.formats import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
 from calculators.link_fit import fit_for

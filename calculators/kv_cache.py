@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.base import Calculator, Chart
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -33,6 +32,7 @@ from calculators.core import (
     fmt_bytes,
     num,
     out,
+    request_inputs,
 )
 from calculators.architecture import (
     MODEL_CONFIG_FIELD,

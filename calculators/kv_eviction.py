@@ -17,7 +17,6 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    request_inputs,
     CalcRequest,
     FractionSweep,
     Lookup,
@@ -30,6 +29,7 @@ from calculators.core import (
     fmt_bytes,
     num,
     out,
+    request_inputs,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, intify, kv_sizes, kv_source
 from calculators.kv_cache import Architecture

@@ -21,7 +21,6 @@ import numpy as np
 from pydantic import Field
 
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     FractionSweep,
@@ -42,6 +41,7 @@ from calculators.core import (
     fmt_s,
     num,
     out,
+    request_inputs,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
 from calculators.kv_cache import Architecture

@@ -22,7 +22,6 @@ from calculators.formats import FORMATS, Fmt, FormatField, canonical_name, resol
 from calculators import headline_format as hf
 from calculators.base import Calculator, Chart
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     Lookup,
@@ -38,6 +37,7 @@ from calculators.core import (
     fmt_bytes,
     num,
     out,
+    request_inputs,
 )
 
 

@@ -16,9 +16,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    request_inputs,
-    CalcInputError,
     GRID_FIELD,
+    CalcInputError,
     CalcRequest,
     Fraction,
     Lookup,
@@ -31,17 +30,18 @@ from calculators.core import (
     PosIntSweep,
     Result,
     broadcast,
-    grid_axes,
-    grid_shape,
     fact_source,
     fact_value,
     first,
     fmt_bytes,
     fmt_flops,
     fmt_s,
+    grid_axes,
+    grid_shape,
     num,
     on_grid,
     out,
+    request_inputs,
     whole_numbers,
 )
 from calculators import headline_format as hf
@@ -223,7 +223,7 @@ class _FormatAxis:
         return total
 
 
-def _kv_format(req: RooflineRequest, axes, index) -> tuple[object, object]:
+def _kv_format(req: RooflineRequest, index: np.ndarray | None) -> tuple[object, object]:
     """(the KV format as sized: a Fmt, or a _FormatAxis for a list; its label for the measured tables, None for a
     list of several)."""
     kfmt = req.kv_format
@@ -360,7 +360,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, .
     if "kv_format" in x and axes is None:
         b = b + 0 * x["kv_format"]           # formats paired point by point: every per-point output spans them
     n_tok = p * b
-    kfmt, kv_label = _kv_format(req, axes, x["kv_format"].astype(np.intp) if "kv_format" in x else None)
+    kfmt, kv_label = _kv_format(req, x["kv_format"].astype(np.intp) if "kv_format" in x else None)
     arch, rec = resolve_arch(req, lookup, res)
     shipped = shipped_weight_formats((rec or {}).get("weight_dtype")) if req.weight_format is None else None
     wfmt = req.weight_format if req.weight_format is not None else (shipped.main if shipped else "bf16")
@@ -538,7 +538,7 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
         ridge = rates["peak_flop_per_s"] / rates["memory_bandwidth_bytes_per_s"] * (req.compute_efficiency / req.bandwidth_efficiency)
         res.step("ridge point", "I* = peak / bandwidth", f"{num(first(rates['peak_flop_per_s']) / 1e12)} T / {num(first(rates['memory_bandwidth_bytes_per_s']) / 1e9)} G",
                  ridge, "FLOP/B")
-        # a sweep's labels stay an (object) array until the wire, like every other output
+        # a sweep's labels stay a (text) array until the wire, like every other output
         o.update(ridge_point=out(_like(ridge, t)), bound=bound if np.ndim(bound) else str(bound))
     elif t_c is not None or t_m is not None:
         t = t_c if t_c is not None else t_m

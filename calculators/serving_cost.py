@@ -18,7 +18,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -36,6 +35,7 @@ from calculators.core import (
     fmt_s,
     num,
     out,
+    request_inputs,
 )
 from calculators import headline_format as hf
 from calculators.base import Calculator, Chart

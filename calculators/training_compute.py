@@ -14,7 +14,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     FractionSweep,
@@ -31,6 +30,7 @@ from calculators.core import (
     fmt_s,
     num,
     out,
+    request_inputs,
 )
 from calculators.architecture import MODEL_CONFIG_FIELD
 from calculators import headline_format as hf

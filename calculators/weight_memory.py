@@ -20,7 +20,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.core import (
-    request_inputs,
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -37,6 +36,7 @@ from calculators.core import (
     fmt_bytes,
     num,
     out,
+    request_inputs,
 )
 from calculators.architecture import (
     COMPONENTS,

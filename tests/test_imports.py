@@ -89,3 +89,27 @@ def test_start_up_objects_are_frozen_out_of_the_collector(built_db):
         "    assert gc.collect() >= 1\n"
     )
     assert "api.app" in _modules_after(code, built_db)
+
+
+def test_request_models_are_built_at_their_first_request(built_db):
+    """A started worker has built no calculator's request validator (they defer their build); the first request
+    to one builds that one only, and a warning-free one (FastAPI's body alias is expected and silenced)."""
+    code = (
+        "import warnings\n"
+        "from fastapi.testclient import TestClient\n"
+        "import api.app\n"
+        "from calculators.registry import REGISTRY\n"
+        "built = lambda: sorted(n for n, c in REGISTRY.items() if c.request_model.__pydantic_complete__)\n"
+        "with TestClient(api.app.app) as c:\n"
+        "    assert c.get('/healthz').status_code == 200\n"
+        "    assert built() == [], built()\n"
+        "    with warnings.catch_warnings(record=True) as seen:      # the filters in force, recorded\n"
+        "        r = c.post('/api/v1/calculators/kv-cache', json={'model': 'qwen3-8b', 'tokens': 8192})\n"
+        "    assert r.status_code == 200, r.text\n"
+        "    assert built() == ['kv-cache'], built()\n"
+        "    pydantic_warnings = [str(w.message) for w in seen if issubclass(w.category, UserWarning) and 'pydantic' in w.filename]\n"
+        "    assert pydantic_warnings == [], pydantic_warnings\n"
+        "    assert c.post('/api/v1/calculators/kv-cache', json={'model': 'qwen3-8b', 'tokens': -1}).status_code == 422\n"
+        "    assert c.get('/openapi.json').status_code == 200\n"
+    )
+    _modules_after(code, built_db)

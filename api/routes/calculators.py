@@ -7,10 +7,12 @@ pool of `api.service` (503 with Retry-After when it is full); a batch is also ch
 """
 import functools
 import inspect
+import warnings
 from typing import Any
 
 from fastapi import APIRouter, Body, Depends, Path, Request
 from pydantic import Field, ValidationError, create_model
+from pydantic.warnings import UnsupportedFieldAttributeWarning
 from starlette.responses import Response
 
 from api import schemas as S
@@ -126,6 +128,12 @@ def _too_large(exc: limits.LimitExceeded) -> dict:
                         "too-large")
     body.update(exc.extensions)
     return body
+
+
+#: FastAPI names a body parameter's FieldInfo with the alias "body"; pydantic, building a request model's validator at
+#: its first request (the models defer their build: see CalcRequest), warns that an alias there has no effect. It has
+#: none, as intended: the request body is the model itself.
+warnings.filterwarnings("ignore", message="The 'alias' attribute with value 'body'", category=UnsupportedFieldAttributeWarning)
 
 
 def _endpoint(calc: Calculator):
