@@ -24,6 +24,7 @@ from calculators.core import (
     Lookup,
     RecordMemo,
     Result,
+    TransientRecord,
     fact_source,
     fact_value,
     fetch,
@@ -76,7 +77,7 @@ def record_from_hf_config(config: dict, res: Result | None = None) -> dict:
 
     if not isinstance(config, dict):
         raise CalcInputError("model_config", "must be a JSON object (a config.json)")
-    rec = record_from_config(config, "model_config")
+    rec = TransientRecord(record_from_config(config, "model_config"))
     rec.setdefault("id", "model_config")
     rec.setdefault("name", str(config.get("_name_or_path") or config.get("model_type") or "model_config"))
     arch = arch_from_record(rec, None, "model_config")
@@ -211,20 +212,14 @@ def _arch_from_record(rec: dict, loc: str, qk_norm: bool | None) -> tuple[Arch |
 COMPONENTS = ("attention", "dense_ffn", "routed_experts", "shared_experts", "router", "norms", "embeddings", "lm_head")
 
 
-_LEDGERS: dict[int, tuple[Arch, dict]] = {}
-
-
 def ledger(a: Arch) -> dict:
     """Parameter counts per component (whole model), per layer, and per token (active).
 
-    Kept per Arch instance (a record's Arch is shared, so its ledger is counted once): read it, don't change it."""
-    hit = _LEDGERS.get(id(a))
-    if hit is not None and hit[0] is a:
-        return hit[1]
-    led = _ledger(a)
-    if len(_LEDGERS) >= _DERIVED.maxsize:
-        _LEDGERS.clear()
-    _LEDGERS[id(a)] = (a, led)
+    Kept on the Arch instance (a store record's Arch is shared, so its ledger is counted once; an Arch built for one
+    request takes its ledger with it): read it, don't change it."""
+    led = a.__dict__.get("_ledger")
+    if led is None:
+        led = a.__dict__["_ledger"] = _ledger(a)
     return led
 
 

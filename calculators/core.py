@@ -274,6 +274,13 @@ def fact_source(record: dict, *path: str) -> dict | None:
             "source_url": node.get("source_url")}
 
 
+class TransientRecord(dict):
+    """A record built for one request (from a `model_config`): nothing derived from it is memoised, since no later
+    request will hold the same record."""
+
+    __slots__ = ()
+
+
 class RecordMemo:
     """Values derived from store records, computed once per record rather than once per request.
 
@@ -287,7 +294,10 @@ class RecordMemo:
         self._entries: dict[tuple, tuple[dict, Any]] = {}
 
     def get(self, rec: dict, key: tuple, make: Callable[[], Any]) -> Any:
-        """The value for (`rec`, `key`), made by `make()` on the first request for it."""
+        """The value for (`rec`, `key`), made by `make()` on the first request for it (every time for a
+        TransientRecord)."""
+        if isinstance(rec, TransientRecord):
+            return make()
         k = (id(rec), *key)
         hit = self._entries.get(k)
         if hit is not None and hit[0] is rec:
@@ -345,10 +355,11 @@ def broadcast(named: dict[str, Any], dtype: type = float, axes: Sequence[str] | 
     return arrays
 
 
+#: a request's `grid` switch (annotate it StrictBool: the cost model reads raw bodies too, where only `true` is a grid)
 GRID_FIELD = Field(False, description="Combine the swept fields as a grid instead of pairing them point by point: every "
                    "list becomes its own axis, of any length, and the outputs hold every combination as nested arrays "
                    "(`grid_shape`, axes in the order of `grid_axes`). The points of a grid count against the same "
-                   "limits as a sweep's.")
+                   "limits as a sweep's. JSON true or false only.")
 
 
 def grid_axes(req: BaseModel, fields: Sequence[str]) -> tuple[str, ...] | None:
@@ -370,8 +381,9 @@ def grid_shape(req: BaseModel, axes: Sequence[str]) -> tuple[int, ...]:
 
 
 def on_grid(x: Any, shape: tuple[int, ...]) -> Any:
-    """Every array in an output tree (dicts and lists of them) spread over the whole grid `shape`, contiguous,
-    so each output of a grid request has the grid's shape whatever subset of the axes it depends on."""
+    """Every array in an output tree (nested in dicts) spread over the whole grid `shape`, contiguous, so each
+    per-point output of a grid request has the grid's shape whatever subset of the axes it depends on. Plain numbers
+    stay numbers: an output that depends on no axis is one value, as in a paired sweep."""
     if isinstance(x, np.ndarray) and x.ndim:
         return x if x.shape == shape else np.ascontiguousarray(np.broadcast_to(x, shape))
     if isinstance(x, dict):

@@ -13,7 +13,7 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, StrictBool, field_validator, model_validator
 
 from calculators.core import (
     GRID_FIELD,
@@ -177,7 +177,15 @@ class RooflineRequest(CalcRequest):
     devices: PosInt = Field(1, description="Devices sharing the step evenly (ideal tensor parallel).")
     compute_efficiency: Fraction = Field(1.0, description="Achieved fraction of peak FLOP/s (MFU-like), > 0.")
     bandwidth_efficiency: Fraction = Field(1.0, description="Achieved fraction of memory bandwidth, > 0.")
-    grid: bool = GRID_FIELD
+    grid: StrictBool = GRID_FIELD
+
+    @field_validator("kv_format", mode="before")
+    @classmethod
+    def _few_formats(cls, v):
+        """A list past the cap is refused as such (the union would otherwise report why it is not one format)."""
+        if isinstance(v, list) and len(v) > MAX_KV_FORMATS:
+            raise ValueError(f"a list of at most {MAX_KV_FORMATS} KV formats (got {len(v)}); send the rest in another request")
+        return v
 
     @model_validator(mode="after")
     def _check(self):
@@ -341,6 +349,23 @@ def _moe_split(rec: dict) -> tuple[float, float, int, int] | None:
     return 3.0 * d * f, float(layers - dl), e, k
 
 
+def _published_split(rec: dict, res: Result, active: float, total: float, moe_layers: float, e: int, k: int,
+                     routed: float) -> tuple[float, float, int, int] | None:
+    """Per-expert size from the published counts when the record's shapes overshoot them (routed experts that work in
+    a narrower latent than the hidden size, say): total − active = (E − k) × one expert's parameters over all MoE
+    layers. None (every weight read) when the counts cannot give it either."""
+    name = rec.get("id", "the model")
+    if e > k and total > active > 0:
+        per_expert_all_layers = (total - active) / (e - k)
+        res.assume(f"{name}'s expert shapes (3·d·f per expert, {num(routed)} routed parameters) exceed its published "
+                   f"total of {num(total)}: one expert's size is taken from the published counts instead, (total − "
+                   f"active) / (E − k) = {num(per_expert_all_layers)} parameters over its {num(moe_layers)} MoE layers.")
+        return per_expert_all_layers / moe_layers, moe_layers, e, k
+    res.assume(f"{name}'s expert shapes exceed its published total and its counts do not give an expert's size: every "
+               "weight is counted as read.")
+    return None
+
+
 def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, ...] | None) -> dict:
     named = {"tokens": req.tokens, "batch": req.batch, "context_tokens": req.context_tokens}
     if isinstance(req.kv_format, list) and len(req.kv_format) > 1:
@@ -428,12 +453,18 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, .
         if split:
             per_exp, moe_layers, e, k = split
             routed = per_exp * moe_layers * e
+            if routed >= total_params:
+                split = _published_split(rec, res, active, total_params, moe_layers, e, k, routed)
+        if split:
+            per_exp, moe_layers, e, k = split
+            routed = per_exp * moe_layers * e
             touched = e * (1.0 - (1.0 - k / e) ** n_tok)
-            w_params = (total_params - routed) + touched * moe_layers * per_exp
+            # the routed experts read in their own published format (MXFP4 beside BF16, say), the rest in the main one
+            w_bytes = float(format_bytes(total_params - routed, wfmt)) \
+                + format_bytes(touched * moe_layers * per_exp, expert_fmt)
             o["experts_touched_per_layer"] = out(touched)
         else:
-            w_params = total_params + 0.0 * n_tok
-        w_bytes = format_bytes(w_params, wfmt)
+            w_bytes = format_bytes(total_params + 0.0 * n_tok, wfmt)
         o.update(linear_flops=intify(flops), attention_flops=0, lm_head_flops=0)
         kv_vals_tok = None
         if req.params is not None:

@@ -106,3 +106,15 @@ def test_a_model_record_is_read_once_and_cited_every_time(lookup):
     assert g1 == g2 and g1 is not g2                  # each caller its own list of the shared specs
     copy = {**rec}
     assert arch_from_record(copy, None) is not a1 and arch_from_record(copy, None) == a1
+
+
+def test_records_built_from_a_model_config_are_not_memoised():
+    from calculators.architecture import _DERIVED, arch_from_record, ledger, record_from_hf_config
+    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100, "torch_dtype": "bfloat16"}
+    before = len(_DERIVED._entries)
+    for _ in range(5):
+        rec = record_from_hf_config(config)
+        arch = arch_from_record(rec, None)
+        assert ledger(arch) is ledger(arch)            # kept on the Arch itself, gone with it
+    assert len(_DERIVED._entries) == before

@@ -289,8 +289,8 @@ def test_a_grid_of_one_kv_format_carries_the_measured_estimate_in_the_grid_shape
 def test_grid_refusals_name_their_field(lookup):
     with pytest.raises(ValidationError, match="grid applies to model steps"):
         calc({"operation": {"kind": "gemm", "m": [1, 2], "k": 4, "n": 4}, "peak_flop_per_s": 1e12, "grid": True})
-    with pytest.raises(ValidationError):
-        calc({**GRID_BASE, "kv_format": ["bf16"] * 17})               # at most 16 formats
+    with pytest.raises(ValidationError, match="at most 16 KV formats"):
+        calc({**GRID_BASE, "kv_format": ["bf16"] * 17})
     from calculators.registry import REGISTRY
     roofline = REGISTRY["roofline"]
     req = roofline.request_model.model_validate({**GRID_BASE, "batch": list(range(1, 1002)),
@@ -327,3 +327,30 @@ def test_a_grid_over_http_json_markdown_page_and_batch(client):
     huge = {**body, "batch": list(range(1, 1001)), "context_tokens": list(range(0, 2_000_000, 1000))}
     refused = client.post("/api/v1/calculators/roofline", json=huge)
     assert refused.status_code == 413 and refused.json()["limit"]["name"] == "evaluations"
+
+
+def test_grid_takes_json_true_only_so_the_cost_model_and_the_request_agree():
+    from calculators import limits
+    from calculators.registry import REGISTRY
+    roofline = REGISTRY["roofline"]
+    body = {**GRID_BASE, "batch": list(range(1, 101)), "context_tokens": list(range(100)), "tokens": list(range(1, 11))}
+    for loose in (1, "true", "yes", 1.0):
+        with pytest.raises(ValidationError):
+            roofline.request_model.model_validate({**body, "grid": loose})
+    assert limits.cost_of(roofline, {**body, "grid": True}).points == 100_000
+
+
+def test_a_moe_record_whose_expert_shapes_overshoot_its_published_total_reads_what_its_counts_allow(lookup):
+    """kimi-k3's experts work in a narrower latent than the hidden size, so 3·d·f per expert overshoots its published
+    2.78 T total: the expert size comes from the published counts, and the bytes stay positive and consistent."""
+    rec = lookup("model", "kimi-k3")
+    total, active = rec["params_total"]["value"], rec["params_active"]["value"]
+    one = {"model": "kimi-k3", "hardware": "h100-sxm", "estimate": "bound"}
+    fp8 = calc({**one, "weight_format": "fp8", "batch": [1, 64, 100000]}, lookup)
+    assert fp8["weight_bytes"][0] == pytest.approx(active)              # one token: the active parameters, 1 B each
+    assert active < fp8["weight_bytes"][1] < total                      # a batch touches more experts, never more than all
+    assert fp8["weight_bytes"][2] == pytest.approx(total, rel=1e-6)     # a huge batch touches every expert
+    published = calc({**one, "batch": 1}, lookup)                       # BF16 with MXFP4 routed experts
+    assert active < published["weight_bytes"] < 2 * active
+    _, _, res = run("roofline", one, lookup)
+    assert any("taken from the published counts" in a for a in res.assumptions)
