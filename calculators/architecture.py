@@ -532,13 +532,18 @@ def _per_token_and_state(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt) -> t
     return per_token, float(state)
 
 
+def _partial_streams(groups: list[GroupSpec]) -> list[tuple[GroupSpec, StreamSpec]]:
+    """The streams whose entries are not one per token (a window or a ratio): counted point by point."""
+    return [(g, st) for g in groups for st in g.streams if not st.full]
+
+
 def cache_bytes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, tokens) -> np.ndarray:
     """Per-request cache bytes at `tokens` tokens (whole tokens, any numeric array): what `kv_sizes(...)
     .bytes_per_request` gives with no paging on one device, for callers that need only that total. The full
     streams are one multiply; only windowed or compressed streams count their entries one by one."""
     per_token, state = _per_token_and_state(groups, fmt, state_fmt)
     total = per_token * np.asarray(tokens, dtype=float) + state
-    partial = [(g, st) for g in groups for st in g.streams if not st.full]
+    partial = _partial_streams(groups)
     if partial:
         t = np.asarray(np.rint(tokens), dtype=np.int64)
         for g, st in partial:
@@ -552,7 +557,7 @@ def written_bytes(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt, s, p) -> np
     per_token, state = _per_token_and_state(groups, fmt, state_fmt)
     p_float = np.asarray(p, dtype=float)
     total = per_token * p_float + state + 0.0 * np.asarray(s, dtype=float)
-    partial = [(g, st) for g in groups for st in g.streams if not st.full]
+    partial = _partial_streams(groups)
     if partial:
         s_int, p_int = np.asarray(np.rint(s), dtype=np.int64), np.asarray(np.rint(p), dtype=np.int64)
         for g, st in partial:

@@ -308,9 +308,6 @@ class RecordMemo:
         self._entries[k] = (rec, value)
         return value
 
-    def clear(self) -> None:
-        self._entries.clear()
-
 
 # --------------------------------------------------------------------------- sweeps
 

@@ -39,7 +39,6 @@ from calculators.core import (
     grid_axes,
     grid_shape,
     num,
-    on_grid,
     out,
     request_inputs,
     whole_numbers,
@@ -509,7 +508,7 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, .
     res.assume("Activations, norms, softmax and sampling work and traffic are not counted.",
                "Embedding lookups read only the rows used; the embedding table is not counted as read (unless tied with the head).")
     return {"flops": flops, "bytes": byts, "extra": o, "tokens": n_tok, "arch": arch, "shape": (p, s, b), "weight_format": wfmt,
-            "kv_label": kv_label, "sweep_shape": np.broadcast_shapes(*(np.shape(v) for v in x.values()))}
+            "kv_label": kv_label}
 
 
 def _check_sweeps(req: RooflineRequest, axes: tuple[str, ...] | None) -> None:
@@ -589,10 +588,6 @@ def compute(req: RooflineRequest, lookup: Lookup) -> Result:
         o.update(_measured(req, lookup, res, work, t, axes))
     elif req.estimate == "measured":
         raise CalcInputError("estimate", "a measured estimate needs a model step (model or model_config, with hardware)")
-    if "sweep_shape" in work and not axes:
-        # every output of a swept model step spans the sweep, whichever swept fields it depends on (a KV-format list
-        # alone leaves the FLOPs unswept)
-        o = on_grid(o, np.broadcast_shapes(work["sweep_shape"], *(np.shape(v) for v in rates.values())))
     if axes:
         # a grid's outputs keep the axes they depend on (broadcastable to the grid); the answer spreads them
         shape = grid_shape(req, axes)

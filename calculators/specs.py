@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from calculators.core import CalcInputError, Lookup, Result, fetch, num
+from calculators.core import CalcInputError, Lookup, RecordMemo, Result, fetch, num
 
 # --------------------------------------------------------------------------- the memory rule
 
@@ -136,22 +136,13 @@ def hardware_spec(lookup: Lookup, ident: str, loc: str = "hardware") -> Hardware
     return spec_from_record(rec)
 
 
-#: record -> its HardwareSpec, by identity: a store's records are built once and never change, so a record is read
-#: per device once, not per request (the record is held, so its id cannot be reused while it is cached)
-_SPECS: dict[int, tuple[dict, HardwareSpec]] = {}
-_SPECS_MAX = 512
+#: record -> its HardwareSpec: a record is read per device once, not per request
+_SPECS = RecordMemo()
 
 
 def spec_from_record(rec: dict) -> HardwareSpec:
     """The record read per device (`HardwareSpec` is immutable, so one instance serves every request)."""
-    hit = _SPECS.get(id(rec))
-    if hit is not None and hit[0] is rec:
-        return hit[1]
-    spec = _spec_from_record(rec)
-    if len(_SPECS) >= _SPECS_MAX:
-        _SPECS.clear()
-    _SPECS[id(rec)] = (rec, spec)
-    return spec
+    return _SPECS.get(rec, ("spec",), lambda: _spec_from_record(rec))
 
 
 def _spec_from_record(rec: dict) -> HardwareSpec:
