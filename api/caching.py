@@ -89,7 +89,7 @@ class AnswerCache:
 
 def _registered() -> bytes:
     """The names of the registered calculators (pages list and link them): part of the code that renders."""
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
 
     return "\0".join(REGISTRY).encode()
 

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from calculators.suggest import did_you_mean
+from calculators.framework.suggest import did_you_mean
 from knowledge.build import DEFAULT_DB
 
 
@@ -119,8 +119,8 @@ def _store(db: Path):
 
 def cmd_calc(args) -> int:
     from api.service import CalculationFailed, calculate
-    from calculators.core import jsonable
-    from calculators.registry import REGISTRY
+    from calculators.framework.core import jsonable
+    from calculators.framework.registry import REGISTRY
 
     if args.list or not args.name:
         for c in REGISTRY.values():

@@ -1,7 +1,7 @@
 """`/llms.txt`: a plain-text map of the service for language models (what, endpoints, tools)."""
 from __future__ import annotations
 
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 
 def llms_txt(counts: dict[str, int]) -> str:

@@ -15,8 +15,8 @@ import numpy as np
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.requests import Request
 
-from calculators import headline_format as hf
-from calculators.core import jsonable, num
+from calculators.framework import headline as hf
+from calculators.framework.core import jsonable, num
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 _env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,

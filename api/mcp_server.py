@@ -31,10 +31,10 @@ from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ListQuery, Mo
 from api.responses import dumps
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
-from calculators.registry import REGISTRY, Calculator
-from calculators.core import jsonable
-from calculators.runner import field_errors
-from calculators.suggest import close_matches, phrase
+from calculators.framework.registry import REGISTRY, Calculator
+from calculators.framework.core import jsonable
+from calculators.framework.runner import field_errors
+from calculators.framework.suggest import close_matches, phrase
 
 INSTRUCTIONS = (
     "AI Infra Casebook: sourced AI-infrastructure facts and calculators that show their work. "

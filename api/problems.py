@@ -8,7 +8,7 @@ from starlette.responses import Response
 from api.responses import dumps
 
 # The field naming rule is the runner's, so REST, batch and MCP name fields the same way.
-from calculators.runner import field_errors, field_name, json_syntax_message  # noqa: F401
+from calculators.framework.runner import field_errors, field_name, json_syntax_message  # noqa: F401
 
 PROBLEM_TYPE = "https://casebook.invalid/problems/"
 

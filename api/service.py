@@ -1,9 +1,9 @@
 """Front-end glue for running calculators: the store as the lookup, runner errors as problem bodies, and the
 bounded pool that costly calculations run in.
 
-The work itself is `calculators.runner.run`; this module maps its typed errors to RFC 9457 problem details
+The work itself is `calculators.framework.runner.run`; this module maps its typed errors to RFC 9457 problem details
 (`CalculationFailed`) for the HTTP routes, the batch endpoint, the site and MCP, and decides where a
-calculation runs: a cheap one (by the cost model of `calculators.limits`) inline, a costly one in a small
+calculation runs: a cheap one (by the cost model of `calculators.framework.limits`) inline, a costly one in a small
 thread pool with a bounded queue, so that no burst of heavy requests takes every thread of the server and
 `/healthz` and cheap requests keep being answered. When the pool and its queue are full the answer is 503
 with `Retry-After`.
@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 from api.problems import problem_body
 from api.urls import urls
-from calculators import limits
-from calculators.core import no_lookup
-from calculators.registry import REGISTRY
-from calculators.runner import RunError, run
-from calculators.runner import case_refs as _case_refs
+from calculators.framework import limits
+from calculators.framework.core import no_lookup
+from calculators.framework.registry import REGISTRY
+from calculators.framework.runner import RunError, run
+from calculators.framework.runner import case_refs as _case_refs
 
 T = TypeVar("T")
 

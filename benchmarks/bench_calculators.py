@@ -26,7 +26,7 @@ import logging  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from calculators.registry import REGISTRY  # noqa: E402
+from calculators.framework.registry import REGISTRY  # noqa: E402
 
 SWEEP = 100_000
 LOOP_SAMPLE = 300
@@ -69,7 +69,7 @@ def _sweep_of(calc, field: str, n: int):
 
 def sweep_body(calc, n: int, lookup):
     """The first sweepable field whose sweep the calculator accepts (checked on 10 points first)."""
-    from calculators.core import CalcInputError
+    from calculators.framework.core import CalcInputError
 
     for field in calc.sweepable:
         small = _sweep_of(calc, field, 10)
@@ -88,7 +88,7 @@ def main() -> None:
 
     from api.app import create_app
     from api.settings import Settings
-    from calculators.core import CalcInputError
+    from calculators.framework.core import CalcInputError
     from knowledge.build import build
     from knowledge.store import Store
 

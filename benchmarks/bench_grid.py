@@ -209,8 +209,8 @@ def bench_in_process(repeat: int, profile: bool) -> dict:
     import orjson
 
     from api.responses import dumps
-    from calculators import runner
-    from calculators.registry import REGISTRY
+    from calculators.framework import runner
+    from calculators.framework.registry import REGISTRY
     from knowledge.build import ensure_built
     from knowledge.store import Store
 

@@ -1,4 +1,4 @@
-"""Calibrate the cost model of `calculators/limits.py`: per calculator, the CPU seconds, peak memory and answer
+"""Calibrate the cost model of `calculators/framework/limits.py`: per calculator, the CPU seconds, peak memory and answer
 bytes of one point-evaluation, measured on its worst case (the longest sweep it takes, with the most `what_if`
 variants it accepts), and the requests the limits then allow.
 
@@ -31,10 +31,10 @@ for _name in ("EVALUATIONS", "CPU_S", "MEMORY_BYTES", "ANSWER_BYTES"):
 
 from api.responses import dumps
 from benchmarks.bench_calculators import sweep_body
-from calculators import limits
-from calculators.core import CalcInputError
-from calculators.registry import REGISTRY
-from calculators.runner import RunError, run
+from calculators.framework import limits
+from calculators.framework.core import CalcInputError
+from calculators.framework.registry import REGISTRY
+from calculators.framework.runner import RunError, run
 from knowledge.loader import catalog_lookup, default_catalog
 
 
@@ -157,7 +157,7 @@ def main() -> None:
     if big:
         worst = max(big, key=lambda r: r[2].cpu_s)
         print(f"\nslowest per evaluation (of sweeps ≥ 1,000 evaluations): {worst[0]} at {worst[2].cpu_s * 1e6:.2f} µs")
-    print("\nmeasured profiles × 1.25 (for PROFILES in calculators/limits.py; sweeps of ≥ 1,000 evaluations):")
+    print("\nmeasured profiles × 1.25 (for PROFILES in calculators/framework/limits.py; sweeps of ≥ 1,000 evaluations):")
     for name, _, p in big:
         print(f'    "{name}": Profile({p.cpu_s * 1.25:.2g}, {p.memory_bytes * 1.25:.0f}, {p.answer_bytes * 1.25:.0f}),')
 

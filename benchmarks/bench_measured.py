@@ -16,14 +16,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from calculators.architecture import arch_from_record
-from calculators.measured import decode_step, leave_one_out
-from calculators.measured_tables import (
+from calculators.domain.architecture import arch_from_record
+from calculators.perf.measured import decode_step, leave_one_out
+from calculators.perf.measured_tables import (
     MeasuredSystem,
     clear_index,
     load_system,
 )
-from calculators.specs import hardware_spec
+from calculators.domain.hardware import hardware_spec
 from knowledge.loader import catalog_lookup, default_catalog
 
 def _system(lookup) -> MeasuredSystem:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from calculators.runner import compute  # noqa: E402
+from calculators.framework.runner import compute  # noqa: E402
 from knowledge.loader import catalog_lookup, default_catalog  # noqa: E402
 
 TRAFFIC = {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500,

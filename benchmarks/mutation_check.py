@@ -32,8 +32,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from calculators import architecture, collective, formats, roofline  # noqa: E402
-from calculators.registry import REGISTRY  # noqa: E402,F401  (imports every calculator module first)
+from calculators.domain import architecture
+from calculators.families.network import collective
+from calculators.domain import formats
+from calculators.families.compute import roofline  # noqa: E402
+from calculators.framework.registry import REGISTRY  # noqa: E402,F401  (imports every calculator module first)
 from knowledge.derivations import recompute  # noqa: E402
 from knowledge.loader import catalog_lookup, default_catalog  # noqa: E402
 
@@ -127,11 +130,11 @@ def mutate_formats() -> Iterator[None]:
 
 
 MUTATIONS: dict[str, tuple[str, Callable[[], Any]]] = {
-    "kv": ("calculators/architecture.py kv_sizes: KV bytes per token ×1.01", mutate_kv),
-    "collective": ("calculators/collective.py collective_cost: β term (wire bytes) ×1.01", mutate_collective),
-    "roofline": ("calculators/roofline.py: t_c and t_m (peak and bandwidth ÷1.01)", mutate_roofline),
-    "formats": ("calculators/formats.py Fmt.bytes_of / entry_bytes ×1.01", mutate_formats),
-    "roofline-max": ("calculators/roofline.py: bound max(t_c, t_m) ×1.01", mutate_roofline_max),
+    "kv": ("calculators/domain/architecture.py kv_sizes: KV bytes per token ×1.01", mutate_kv),
+    "collective": ("calculators/families/network/collective.py collective_cost: β term (wire bytes) ×1.01", mutate_collective),
+    "roofline": ("calculators/families/compute/roofline.py: t_c and t_m (peak and bandwidth ÷1.01)", mutate_roofline),
+    "formats": ("calculators/domain/formats.py Fmt.bytes_of / entry_bytes ×1.01", mutate_formats),
+    "roofline-max": ("calculators/families/compute/roofline.py: bound max(t_c, t_m) ×1.01", mutate_roofline_max),
 }
 #: run by default; the others on request (roofline-max: no stored example pins time_s with both terms yet)
 DEFAULT = ("kv", "collective", "roofline", "formats")

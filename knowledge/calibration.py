@@ -2,16 +2,16 @@
 and a leave-one-out check of the interpolation on the measured points themselves.
 
 Everything is computed when `calibration_report(lookup)` is called: the measured estimate comes from
-`calculators.measured_step` (vLLM's kernels as NVIDIA measured them in AIConfigurator's tables, looked up per op and
+`calculators.perf.measured_step` (vLLM's kernels as NVIDIA measured them in AIConfigurator's tables, looked up per op and
 summed), the bound from the same module's per-op peak-rate bounds, the cross-check from the `roofline` calculator,
-and the error figures from `calculators.measured.leave_one_out`. Nothing here is a stored answer. The result is
+and the error figures from `calculators.perf.measured.leave_one_out`. Nothing here is a stored answer. The result is
 cached per process under a key made of the measured tables' sha256s and the model and hardware records used, so a
 second call with the same data is a dictionary lookup.
 
 The grid (`GRID`): four models (two dense, two MoE), four systems, decode at batch {1, 8, 64, 256} × context
 {1k, 8k, 32k} × TP {1, 2, 4, 8}, plus prefill of one prompt of {1k, 8k, 32k} tokens at TP {1, 8}; all in BF16
 (weights and KV cache). A configuration is skipped — and listed with its reason — when one rank cannot hold its
-share of the weights plus the KV cache of the step under the memory rule (`calculators.specs.usable_memory_bytes`).
+share of the weights plus the KV cache of the step under the memory rule (`calculators.domain.hardware.usable_memory_bytes`).
 """
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import orjson
 
-from calculators.architecture import Arch, arch_from_record, model_weight_bytes
-from calculators.core import CalcInputError, Lookup, Result
-from calculators.measured import leave_one_out
-from calculators.measured_step import NOT_MODELLED, StepEstimate, decode_step, prefill_step
-from calculators.measured_tables import MeasuredSystem, load_system
-from calculators.registry import REGISTRY
-from calculators.runner import compute as run_calculator
-from calculators.specs import MEMORY_RULE, HardwareSpec, hardware_spec, usable_memory_bytes
+from calculators.domain.architecture import Arch, arch_from_record, model_weight_bytes
+from calculators.framework.core import CalcInputError, Lookup, Result
+from calculators.perf.measured import leave_one_out
+from calculators.perf.measured_step import NOT_MODELLED, StepEstimate, decode_step, prefill_step
+from calculators.perf.measured_tables import MeasuredSystem, load_system
+from calculators.framework.registry import REGISTRY
+from calculators.framework.runner import compute as run_calculator
+from calculators.domain.hardware import MEMORY_RULE, HardwareSpec, hardware_spec, usable_memory_bytes
 from knowledge.measurements import LICENSE, PACKAGE, PACKAGE_VERSION
 
 
@@ -70,7 +70,7 @@ METHOD = {
         "(generation or context table), the dense FFN GEMMs or the router, fused MoE kernel and shared experts, and "
         "two all-reduces per layer when TP > 1, each looked up for one tensor-parallel rank (log-multilinear "
         "interpolation between measured points) and summed one after another: no overlap between kernels, no launch "
-        "gaps, no norm, activation or sampling kernels (calculators.measured_step)."),
+        "gaps, no norm, activation or sampling kernels (calculators.perf.measured_step)."),
     "bound": (
         "The sum over the same ops of each op's peak-rate bound, max(FLOPs / dense BF16 peak, bytes / memory "
         "bandwidth), with the datasheet figures of the hardware record; communication is not in the bound."),

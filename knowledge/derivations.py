@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from calculators import runner
-from calculators.core import Lookup
+from calculators.framework import runner
+from calculators.framework.core import Lookup
 
 REL_TOL = 1e-9
 

@@ -1,4 +1,4 @@
-"""Import a Hugging Face config.json as a full models.yaml record (architecture via calculators.hf_config).
+"""Import a Hugging Face config.json as a full models.yaml record (architecture via calculators.domain.hf_config).
 
     python -m knowledge.model_import CONFIG.json --id qwen3-0.6b --name Qwen3-0.6B --repository Qwen/Qwen3-0.6B \
         --sha256 <hex> --source qwen3-0.6b-config [--family qwen --organisation "Alibaba Qwen"] [--write]
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from calculators.hf_config import record_from_config
-from calculators.weight_memory import arch_from_record, ledger
+from calculators.domain.hf_config import record_from_config
+from calculators.families.memory.weight_memory import arch_from_record, ledger
 from knowledge.loader import DATA_DIR
 
 CONFIG_DIR = DATA_DIR / "model-configs"

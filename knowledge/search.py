@@ -209,7 +209,7 @@ def build_index(store, calculators=None) -> SearchIndex:
     """Documents for every case, calculator (default: the registry), fact record, derivation, glossary entry
     and claim in the store."""
     if calculators is None:
-        from calculators.registry import REGISTRY
+        from calculators.framework.registry import REGISTRY
         calculators = REGISTRY.values()
     docs: list[Doc] = []
     cases = {c["slug"]: c for c in store.all("case")}

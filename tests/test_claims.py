@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from calculators import registry
-from calculators import runner
+from calculators.framework import registry
+from calculators.framework import runner
 from knowledge.derivations import recompute, resolve_path
 from knowledge.records.book import Claim, compare_page_number, factor
 from knowledge.loader import default_catalog

@@ -70,7 +70,7 @@ def test_calc_suggests_the_closest_calculator_and_id(built_db):
 
 
 def test_calc_list_names_every_calculator():
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
 
     out = run("calc", "--list").stdout
     assert all(name in out for name in REGISTRY)

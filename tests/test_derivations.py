@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculators import registry
+from calculators.framework import registry
 from knowledge.derivations import audit, printed_checks, recompute
 from knowledge.loader import default_catalog
 

@@ -98,7 +98,7 @@ def test_request_models_are_built_at_their_first_request(built_db):
         "import warnings\n"
         "from fastapi.testclient import TestClient\n"
         "import api.app\n"
-        "from calculators.registry import REGISTRY\n"
+        "from calculators.framework.registry import REGISTRY\n"
         "built = lambda: sorted(n for n, c in REGISTRY.items() if c.request_model.__pydantic_complete__)\n"
         "with TestClient(api.app.app) as c:\n"
         "    assert c.get('/healthz').status_code == 200\n"

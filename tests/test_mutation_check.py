@@ -12,7 +12,8 @@ spec.loader.exec_module(mc)
 
 
 def test_kv_mutation_fails_derivation_checks():
-    from calculators import architecture, kv_cache
+    from calculators.domain import architecture
+    from calculators.families.memory import kv_cache
 
     original = kv_cache.kv_sizes if hasattr(kv_cache, "kv_sizes") else architecture.kv_sizes
     report = mc.run(["kv"], include_claims=False)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 from knowledge.search import FAMILY_TERMS, has_cjk, stem, tokens
 
 #: the same topic asked in Chinese and in English: a reader's wording, not a copy of a title

@@ -2,7 +2,7 @@
 
 Routes are generated from the registry so the OpenAPI document carries each calculator's own
 request schema and an operationId equal to its Python-style name (`kv_cache`). Every calculation passes the
-cost model of `calculators.limits` before any work (413 over a limit) and a costly one runs in the bounded
+cost model of `calculators.framework.limits` before any work (413 over a limit) and a costly one runs in the bounded
 pool of `api.service` (503 with Retry-After when it is full); a batch is also checked as a whole.
 """
 import functools
@@ -23,8 +23,8 @@ from api.requests import OrjsonRoute
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate, calculate_here, case_refs, in_pool
-from calculators import limits
-from calculators.registry import REGISTRY, Calculator
+from calculators.framework import limits
+from calculators.framework.registry import REGISTRY, Calculator
 from knowledge.store import Store
 
 router = APIRouter(tags=["calculators"], route_class=OrjsonRoute)

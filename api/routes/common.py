@@ -12,7 +12,7 @@ from fastapi import Request
 from api.queries import Limit, Offset  # noqa: F401  (kept importable from here)
 from api.responses import FastJSONResponse
 from api.urls import page_link
-from calculators.suggest import close_matches, phrase
+from calculators.framework.suggest import close_matches, phrase
 from knowledge.store import Page as StorePage
 
 
@@ -35,7 +35,7 @@ class NotFound(Exception):
         if self.choices is not None:
             return self.choices
         if self.kind == "calculator":
-            from calculators.registry import REGISTRY
+            from calculators.framework.registry import REGISTRY
             return list(REGISTRY)
         records = getattr(store, "records", None) or {}
         return list(records.get(self.kind, {}))

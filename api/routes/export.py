@@ -29,7 +29,7 @@ from starlette.responses import FileResponse, Response
 from api.problems import problem
 from api.responses import FastJSONResponse
 from api.urls import COLLECTIONS, urls
-from calculators.suggest import close_matches, phrase
+from calculators.framework.suggest import close_matches, phrase
 from knowledge.store import KindTable, Store
 from knowledge.store import quote_identifier as _q
 

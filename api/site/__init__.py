@@ -26,7 +26,7 @@ from api.site import calculators, calibration, cases, facts, home, measurements,
 from api.site import downloads
 from api.site.render import STATIC, log, render
 from api.urls import urls
-from calculators.registry import REGISTRY  # noqa: F401  (tests and tools patch the registry through here)
+from calculators.framework.registry import REGISTRY  # noqa: F401  (tests and tools patch the registry through here)
 
 router = APIRouter(include_in_schema=False)
 for _module in (home, cases, facts, calculators, search, pages, measurements, calibration):

@@ -10,7 +10,7 @@ from starlette.responses import HTMLResponse
 
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate, case_refs
-from calculators.core import jsonable
+from calculators.framework.core import jsonable
 from api.site import charts, planner
 from api.site.format import flatten_outputs, pretty_json
 from api.site.forms import (
@@ -22,7 +22,7 @@ from api.site.forms import (
 )
 from api.site.render import page_router, render, store_of
 from api.urls import urls
-from calculators.registry import REGISTRY, Calculator
+from calculators.framework.registry import REGISTRY, Calculator
 from knowledge.store import Store
 
 log = logging.getLogger("casebook.site")

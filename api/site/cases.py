@@ -11,7 +11,7 @@ from api.routes.common import NotFound
 from api.service import case_refs
 from api.site.render import page_router, pager, render, store_of, twin
 from api.urls import urls
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 from knowledge.store import Store
 
 router = page_router()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from calculators.registry import Chart
+    from calculators.framework.registry import Chart
 
 #: what `get_path` answers for a path that does not resolve
 MISSING = object()

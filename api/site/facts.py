@@ -23,7 +23,7 @@ from api.queries import (
 )
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate
-from calculators.core import jsonable
+from calculators.framework.core import jsonable
 from api.site.format import cited_sources, iter_facts
 from api.site.render import (
     distinct,
@@ -35,7 +35,7 @@ from api.site.render import (
     twin,
 )
 from api.urls import urls
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 from knowledge.store import Store
 
 router = page_router()

@@ -19,7 +19,7 @@ from starlette.datastructures import QueryParams
 
 from api.site.format import compact_json, pretty_json
 from api.site.render import ENV, store_of
-from calculators.registry import Calculator
+from calculators.framework.registry import Calculator
 
 Spec = dict[str, Any]
 Problem = dict[str, Any]

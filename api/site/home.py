@@ -6,7 +6,7 @@ from starlette.responses import HTMLResponse
 
 from api.site.render import page_router, render, store_of
 from api.urls import urls
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 router = page_router()
 

@@ -15,7 +15,7 @@ from api.site.cases import recompute_url
 from api.site.format import cited_sources
 from api.site.render import distinct, page_router, pager, render, store_of, twin
 from api.urls import urls
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 from knowledge.records.book import Claim
 from knowledge.store import Store
 

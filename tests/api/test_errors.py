@@ -6,7 +6,7 @@ import typing
 import pytest
 from pydantic import BaseModel
 
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 KV = "/api/v1/calculators/kv-cache"
 

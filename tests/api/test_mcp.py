@@ -14,7 +14,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from api.mcp_server import DIRECT
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 #: the whole tools/list result in bytes of JSON: the budget of issue 13 (about 35 KB today; 241 KB when
 #: each calculator was a tool with its full request schema)

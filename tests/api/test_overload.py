@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from api import service
-from calculators import limits
+from calculators.framework import limits
 
 #: a calculation over the inline threshold (so it goes to the pool) and far under every limit
 COSTLY = {"model": "qwen3-8b", "tokens": list(range(1, limits.INLINE_EVALUATIONS + 500))}

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from calculators.core import Lookup, jsonable, no_lookup
-from calculators.runner import compute as compute_arrays
+from calculators.framework.core import Lookup, jsonable, no_lookup
+from calculators.framework.runner import compute as compute_arrays
 
 
 def compute(name: str, body: Any, lookup: Lookup = no_lookup):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.core import CalcInputError
-from calculators.formats import FORMATS
+from calculators.framework.core import CalcInputError
+from calculators.domain.formats import FORMATS
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 from knowledge.loader import catalog_lookup, default_catalog
 
@@ -68,8 +68,8 @@ def test_cache_and_written_bytes_agree_with_the_stream_by_stream_sizes():
     """The roofline's shortcut (full streams as one per-token coefficient) gives kv_sizes' totals and the bytes a
     step writes, for windows, compressed streams, state and several formats, point by point."""
     import numpy as np
-    from calculators.architecture import GroupSpec, StreamSpec, cache_bytes, kv_sizes, written_bytes
-    from calculators.formats import resolve_format
+    from calculators.domain.architecture import GroupSpec, StreamSpec, cache_bytes, kv_sizes, written_bytes
+    from calculators.domain.formats import resolve_format
     groups = [GroupSpec("full", 20, (StreamSpec("kv", 1024, None, 1, 8),), 0, None, None),
               GroupSpec("window", 10, (StreamSpec("kv", 1024, 4096, 1, 8),), 0, None, None),
               GroupSpec("compressed", 6, (StreamSpec("c", 576, None, 4, None), StreamSpec("i", 128, 2048, 4, None)),
@@ -95,8 +95,8 @@ def test_cache_and_written_bytes_agree_with_the_stream_by_stream_sizes():
 
 
 def test_a_model_record_is_read_once_and_cited_every_time(lookup):
-    from calculators.architecture import arch_from_record, groups_from_model, ledger
-    from calculators.core import Result
+    from calculators.domain.architecture import arch_from_record, groups_from_model, ledger
+    from calculators.framework.core import Result
     rec = lookup("model", "qwen3-8b")
     r1, r2 = Result({}, {}), Result({}, {})
     a1, a2 = arch_from_record(rec, r1), arch_from_record(rec, r2)
@@ -109,7 +109,7 @@ def test_a_model_record_is_read_once_and_cited_every_time(lookup):
 
 
 def test_records_built_from_a_model_config_are_not_memoised():
-    from calculators.architecture import _DERIVED, arch_from_record, ledger, record_from_hf_config
+    from calculators.domain.architecture import _DERIVED, arch_from_record, ledger, record_from_hf_config
     config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
               "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100, "torch_dtype": "bfloat16"}
     before = len(_DERIVED._entries)

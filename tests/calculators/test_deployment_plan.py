@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from calculators.core import GIB, CalcInputError
-from calculators.runner import compute
+from calculators.framework.core import GIB, CalcInputError
+from calculators.framework.runner import compute
 from knowledge.loader import catalog_lookup, default_catalog
 
 LOOKUP = catalog_lookup(default_catalog())
@@ -128,7 +128,7 @@ def test_search_space_is_bounded():
 
 
 def test_headline_is_the_envelope_headline_with_the_cost(llama):
-    from calculators.headline_format import fmt_usd
+    from calculators.framework.headline import fmt_usd
     res = compute("deployment-plan", {"model": "llama-3.1-70b", **TRAFFIC}, LOOKUP)[2]
     assert res.headline == res.outputs["headline"] == llama["headline"]
     best = llama["best"]
@@ -137,7 +137,7 @@ def test_headline_is_the_envelope_headline_with_the_cost(llama):
 
 
 def test_outputs_model_validates(llama):
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     model = REGISTRY["deployment-plan"].outputs_model
     model.model_validate(llama)
     res = compute("deployment-plan", REGISTRY["deployment-plan"].example, LOOKUP)[2]

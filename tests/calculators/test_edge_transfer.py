@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
-from calculators.runner import compute as run
+from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework.runner import compute as run
 
 RAW = {"upload_bytes": 30e6, "download_bytes": 5e6, "uplink_bits_per_s": 20e6,
        "downlink_bits_per_s": 100e6, "rtt_s": 0.1, "processing_s": 0.3}
@@ -162,7 +162,7 @@ def test_on_device_refusals(lookup):
 
 
 def test_headline_gives_total_dominant_term_and_the_winner():
-    from calculators.headline_format import fmt_bytes, fmt_seconds
+    from calculators.framework.headline import fmt_bytes, fmt_seconds
     _, _, res = run("edge-transfer", RAW, no_lookup)
     assert "12.8 s" in res.headline and "the upload" in res.headline and res.headline.endswith(".")
     raw = {"width": 8192, "height": 5464, "bits_per_pixel": 14}
@@ -176,7 +176,7 @@ def test_headline_gives_total_dominant_term_and_the_winner():
 
 
 def test_outputs_model_validates_every_example(lookup):
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     c = REGISTRY["edge-transfer"]
     for body in (c.example, *c.extra_examples, {**RAW, "download_bytes": 0, "rtt_s": 0}):
         _, _, res = run("edge-transfer", body, lookup)

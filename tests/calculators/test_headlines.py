@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from calculators import headline_format as hf
-from calculators.registry import REGISTRY
-from calculators.runner import RunError, run
+from calculators.framework import headline as hf
+from calculators.framework.registry import REGISTRY
+from calculators.framework.runner import RunError, run
 
 #: Families whose headlines are written in the modules of this change (the rest are written elsewhere).
 OWN_MODULES = {"break_even", "checkpoint", "collective", "kv_eviction", "moe", "overlap", "prefix_cache", "quantization",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from calculators.core import CalcInputError
-from calculators.hf_config import record_from_config
+from calculators.framework.core import CalcInputError
+from calculators.domain.hf_config import record_from_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "model-configs"
 

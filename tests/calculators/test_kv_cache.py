@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.core import GIB, KIB, MIB, CalcInputError, UnknownId, no_lookup
-from calculators.registry import REGISTRY
+from calculators.framework.core import GIB, KIB, MIB, CalcInputError, UnknownId, no_lookup
+from calculators.framework.registry import REGISTRY
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 QWEN3_8B = {"count": 36, "streams": [{"dim": 2048}], "kv_heads": 8}
@@ -272,7 +272,7 @@ def test_huge_inputs_stay_finite():
 # ---------------------------------------------------------------- headline and typed outputs
 
 def test_headline_states_bytes_per_request_and_requests_that_fit(lookup):
-    from calculators.headline_format import fmt_bytes as hb
+    from calculators.framework.headline import fmt_bytes as hb
     _, _, res = run("kv-cache", {"model": "llama-3.1-70b", "tokens": 131072, "kv_format": "fp8", "tensor_parallel": 8,
                                  "hardware": "h100-sxm"}, lookup)
     o = res.outputs

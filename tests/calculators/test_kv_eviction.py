@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
-from calculators.registry import REGISTRY
+from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework.registry import REGISTRY
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 

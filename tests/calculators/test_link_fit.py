@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calculators.link_fit import DTYPE_BYTES, fit_all_reduce, fit_for
-from calculators.runner import compute
+from calculators.perf.link_fit import DTYPE_BYTES, fit_all_reduce, fit_for
+from calculators.framework.runner import compute
 from knowledge.loader import catalog_lookup, default_catalog
 
 LOOKUP = catalog_lookup(default_catalog())

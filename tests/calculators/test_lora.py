@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, UnknownId, no_lookup
+from calculators.framework.core import CalcInputError, UnknownId, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 MIB, GIB = 2**20, 2**30
@@ -222,7 +222,7 @@ def test_budget_smaller_than_the_weights_fits_no_adapter():
 
 
 def test_headline_states_adapter_size_and_count(lookup):
-    from calculators.headline_format import fmt_bytes as hb
+    from calculators.framework.headline import fmt_bytes as hb
     _, _, res = run("lora", {**QV, "memory_budget_bytes": 8 * GIB}, lookup)
     o = res.outputs
     assert hb(o["bytes_per_adapter"]) in res.headline and f"{o['adapters_that_fit']:,} adapters" in res.headline
@@ -232,7 +232,7 @@ def test_headline_states_adapter_size_and_count(lookup):
 
 
 def test_outputs_model_validates_every_example(lookup):
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     c = REGISTRY["lora"]
     assert c.outputs_model is not None
     for body in (c.example, *c.extra_examples):

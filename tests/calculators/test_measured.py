@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from calculators.architecture import arch_from_record
-from calculators.core import CalcInputError
-from calculators.measured import (
+from calculators.domain.architecture import arch_from_record
+from calculators.framework.core import CalcInputError
+from calculators.perf.measured import (
     allreduce_latency,
     context_attention_latency,
     decode_step,
@@ -24,13 +24,13 @@ from calculators.measured import (
     moe_latency,
     prefill_step,
 )
-from calculators.measured_tables import (
+from calculators.perf.measured_tables import (
     TABLES,
     MeasuredSystem,
     load_system,
 )
-from calculators.runner import compute
-from calculators.specs import hardware_spec
+from calculators.framework.runner import compute
+from calculators.domain.hardware import hardware_spec
 
 @pytest.fixture(scope="module")
 def h100(lookup) -> MeasuredSystem:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.architecture import arch_from_record
-from calculators.core import CalcInputError
-from calculators.measured_step import decode_step
-from calculators.measured_tables import load_system
-from calculators.runner import compute
-from calculators.specs import hardware_spec
+from calculators.domain.architecture import arch_from_record
+from calculators.framework.core import CalcInputError
+from calculators.perf.measured_step import decode_step
+from calculators.perf.measured_tables import load_system
+from calculators.framework.runner import compute
+from calculators.domain.hardware import hardware_spec
 from knowledge.loader import catalog_lookup, default_catalog
 
 LOOKUP = catalog_lookup(default_catalog())

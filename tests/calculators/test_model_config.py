@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from calculators.registry import REGISTRY
-from calculators.runner import RunError, solve
+from calculators.framework.registry import REGISTRY
+from calculators.framework.runner import RunError, solve
 from tests.calculators.plain import compute  # outputs as plain values (sweeps are arrays in a Result)
 
 DATA = Path(__file__).resolve().parents[2] / "knowledge" / "data"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, UnknownId, no_lookup
+from calculators.framework.core import CalcInputError, UnknownId, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 KV_8K = 1207959552  # 1.125 GiB
@@ -214,7 +214,7 @@ def test_what_if_nulls_are_ignored_and_bad_variants_are_422():
 # --------------------------------------------------------------------------- headline and typed outputs
 
 def test_headline_names_the_choice_and_why():
-    from calculators.headline_format import fmt_seconds
+    from calculators.framework.headline import fmt_seconds
     _, _, res = run("parallel-split", {**TEACH, **SLOW}, no_lookup)
     o = res.outputs
     b = o["best"]
@@ -235,7 +235,7 @@ def test_queueing_headline():
 
 
 def test_outputs_models_validate_every_example(lookup):
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     for name in ("parallel-split", "tp-vs-pp-queueing"):
         c = REGISTRY[name]
         for body in (c.example, *c.extra_examples):

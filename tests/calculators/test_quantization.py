@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.core import MIB, CalcInputError, UnknownId, no_lookup
-from calculators.registry import REGISTRY
+from calculators.framework.core import MIB, CalcInputError, UnknownId, no_lookup
+from calculators.framework.registry import REGISTRY
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 # Taken after the registry has imported every family (a family imported first would miss registration).
-FORMATS = importlib.import_module("calculators.quantization").FORMATS
+FORMATS = importlib.import_module("calculators.families.memory.quantization").FORMATS
 
 KV_VALUES = 603_979_776          # one 8K-token Qwen3-8B request
 GATE = 50_331_648                # one [12288, 4096] matrix

@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 from pydantic import BaseModel
 
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 
 def _models() -> list[type[BaseModel]]:
@@ -58,7 +58,7 @@ def test_no_declared_bound_is_silently_dropped(model):
 
 
 def test_the_check_catches_the_pattern():
-    from calculators.core import CalcRequest, PosInt
+    from calculators.framework.core import CalcRequest, PosInt
     from pydantic import Field
 
     class Bad(CalcRequest):

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import GIB, CalcInputError, no_lookup
-from calculators.runner import compute as run
+from calculators.framework.core import GIB, CalcInputError, no_lookup
+from calculators.framework.runner import compute as run
 
 
 def calc(name, body):

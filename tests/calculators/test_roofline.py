@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
+from calculators.framework.core import CalcInputError, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 QWEN3_8B = {"layers": 36, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn_size": 12288,
@@ -209,8 +209,8 @@ GRID_AXES = {"batch": [1, 8, 64], "context_tokens": [0, 1024, 32768, 131072], "k
 
 def _answer(body, lookup):
     """The JSON answer's outputs (grids spread over their whole shape), as plain Python values."""
-    from calculators.core import jsonable
-    from calculators.runner import run as run_envelope
+    from calculators.framework.core import jsonable
+    from calculators.framework.runner import run as run_envelope
     return jsonable(run_envelope("roofline", body, lookup)["outputs"])
 
 
@@ -232,7 +232,7 @@ def test_a_grid_holds_every_combination_and_equals_the_paired_sweep_of_the_same_
 
 def test_each_output_of_a_grid_has_the_grid_shape_in_the_answer_and_a_broadcastable_one_in_process(lookup):
     import numpy as np
-    from calculators.runner import compute as compute_arrays
+    from calculators.framework.runner import compute as compute_arrays
     body = {**GRID_BASE, **GRID_AXES, "grid": True}
     _, _, res = compute_arrays("roofline", body, lookup)
     assert res.grid_shape == (3, 4, 3)
@@ -291,7 +291,7 @@ def test_grid_refusals_name_their_field(lookup):
         calc({"operation": {"kind": "gemm", "m": [1, 2], "k": 4, "n": 4}, "peak_flop_per_s": 1e12, "grid": True})
     with pytest.raises(ValidationError, match="at most 16 KV formats"):
         calc({**GRID_BASE, "kv_format": ["bf16"] * 17})
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     roofline = REGISTRY["roofline"]
     req = roofline.request_model.model_validate({**GRID_BASE, "batch": list(range(1, 1002)),
                                                  "context_tokens": list(range(1001)), "grid": True})
@@ -301,8 +301,8 @@ def test_grid_refusals_name_their_field(lookup):
 
 
 def test_the_cost_of_a_grid_is_its_every_combination():
-    from calculators import limits
-    from calculators.registry import REGISTRY
+    from calculators.framework import limits
+    from calculators.framework.registry import REGISTRY
     roofline = REGISTRY["roofline"]
     body = {**GRID_BASE, "batch": list(range(1, 101)), "context_tokens": list(range(0, 100_000, 50)), "grid": True}
     assert limits.cost_of(roofline, body).points == 100 * 2000
@@ -330,8 +330,8 @@ def test_a_grid_over_http_json_markdown_page_and_batch(client):
 
 
 def test_grid_takes_json_true_only_so_the_cost_model_and_the_request_agree():
-    from calculators import limits
-    from calculators.registry import REGISTRY
+    from calculators.framework import limits
+    from calculators.framework.registry import REGISTRY
     roofline = REGISTRY["roofline"]
     body = {**GRID_BASE, "batch": list(range(1, 101)), "context_tokens": list(range(100)), "tokens": list(range(1, 11))}
     for loose in (1, "true", "yes", 1.0):

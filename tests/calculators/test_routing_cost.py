@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, UnknownId, no_lookup
+from calculators.framework.core import CalcInputError, UnknownId, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 A = {"name": "A", "price_per_mtok": {"input": 1, "cache_read": 0.1, "output": 4},
@@ -265,7 +265,7 @@ def test_assumption_says_dividing_by_the_pass_rate_means_retrying_until_success(
 
 
 def test_headline_names_the_cheapest_and_its_cost():
-    from calculators.headline_format import fmt_usd
+    from calculators.framework.headline import fmt_usd
     _, _, res = run("routing-cost", {**BOOK, "cascade": [{"candidate": "A"}, {"candidate": "B"}]}, no_lookup)
     o = res.outputs
     assert res.headline.startswith("A is the cheapest")
@@ -276,7 +276,7 @@ def test_headline_names_the_cheapest_and_its_cost():
 
 
 def test_outputs_model_validates_every_example():
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     c = REGISTRY["routing-cost"]
     for body in (c.example, *c.extra_examples, {**with_b(cache_hit_rate=[0.0, 1.0]), "requirement": DEADLINE}):
         _, _, res = run("routing-cost", body, no_lookup)

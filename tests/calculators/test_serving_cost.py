@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
-from calculators.runner import compute as run
+from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework.runner import compute as run
 
 
 def calc(body, lookup=no_lookup):

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.core import GIB, CalcInputError
-from calculators.formats import FORMATS, resolve_format
-from calculators.runner import compute as run
-from calculators.runner import solve
-from calculators.specs import DEFAULT_MEMORY_UTILIZATION, hardware_spec, link_spec, usable_memory_bytes
+from calculators.framework.core import GIB, CalcInputError
+from calculators.domain.formats import FORMATS, resolve_format
+from calculators.framework.runner import compute as run
+from calculators.framework.runner import solve
+from calculators.domain.hardware import DEFAULT_MEMORY_UTILIZATION, hardware_spec, link_spec, usable_memory_bytes
 from knowledge.loader import catalog_lookup, default_catalog
 
 CATALOG = default_catalog()
@@ -119,7 +119,7 @@ def test_a_record_is_read_per_device_once_and_a_changed_copy_anew(lookup):
     same immutable spec; a modified copy (a what-if) is read again and keeps its own figures."""
     import copy
 
-    from calculators.specs import spec_from_record
+    from calculators.domain.hardware import spec_from_record
 
     rec = lookup("hardware", "h100-sxm")
     first = spec_from_record(rec)

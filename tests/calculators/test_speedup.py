@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
-from calculators.runner import compute as run
+from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework.runner import compute as run
 
 
 def calc(name, body):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.core import CalcInputError, no_lookup
+from calculators.framework.core import CalcInputError, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 BOOK = {"hidden_size": 4096, "layers": 36, "tokens": 1, "tp": 8, "allreduces_per_layer": 2,
@@ -104,7 +104,7 @@ def test_validation():
 def test_compendium_claim_with_store_facts(lookup):
     """Llama 3.1 70B (hidden, layers from the store) at TP=2 over NVLink 4 and PCIe 4.0 x16: by default the link's
     α–β comes from measured NCCL all-reduces (h100_sxm and l40s); the datasheet rate is one field away."""
-    from calculators.link_fit import fit_all_reduce
+    from calculators.perf.link_fit import fit_all_reduce
 
     body = {"model": "llama-3.1-70b", "tp": 2, "allreduces_per_layer": 1}
     decode_nv = calc({**body, "tokens": 1, "link": "nvlink4"}, lookup)

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from calculators.core import CalcInputError, no_lookup
-from calculators.runner import compute as run
+from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework.runner import compute as run
 
 MiB, GiB = 2**20, 2**30
 

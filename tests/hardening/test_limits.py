@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from calculators import limits
-from calculators.registry import REGISTRY
-from calculators.runner import RunError, run
+from calculators.framework import limits
+from calculators.framework.registry import REGISTRY
+from calculators.framework.runner import RunError, run
 
 PROBLEM = "application/problem+json"
 ROOT = Path(__file__).resolve().parents[2]

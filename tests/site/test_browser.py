@@ -103,7 +103,7 @@ def page(browser):
 
 def _bound_example():
     """A worked example whose recompute link must show its expected number (book's KV example first)."""
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
     from knowledge.loader import default_catalog
 
     bound = [d for d in default_catalog().records.get("derivation", [])
@@ -120,7 +120,7 @@ def _value(page, path: str) -> str | None:
 
 
 def test_home_to_case_to_recompute_shows_the_expected_number(page, server):
-    from calculators.core import num
+    from calculators.framework.core import num
 
     d = _bound_example()
     assert d is not None, "no worked example is bound to a registered calculator"
@@ -143,7 +143,7 @@ def test_home_to_case_to_recompute_shows_the_expected_number(page, server):
 
 
 def test_submitting_the_raw_body_form(page, server):
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
 
     assert "kv-cache" in REGISTRY
     page.goto(server + "/calculators/kv-cache")
@@ -156,7 +156,7 @@ def test_submitting_the_raw_body_form(page, server):
 
 
 def test_submitting_the_fields_form(page, server):
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
 
     assert "edge-transfer" in REGISTRY
     page.goto(server + "/calculators/edge-transfer")
@@ -244,7 +244,7 @@ def test_crawl_every_internal_link_answers_200(browser, server):
 def test_screenshots_phone_width_and_print(browser, server):
     """A calculator page screenshot (artifacts/screenshots/, git-ignored); no sideways scrolling on a
     phone-width viewport; the print stylesheet hides navigation and forms."""
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     name = "kv-cache"

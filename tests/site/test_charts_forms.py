@@ -14,7 +14,7 @@ import pytest
 
 from api.site import chart_layout, charts
 from api.urls import urls
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 
 def page(client, url: str) -> str:
@@ -216,7 +216,7 @@ def test_the_answer_comes_first_on_the_page(client, name):
     """The headline sits right under the title (before the summary and the case list), once."""
     import html as H
 
-    from calculators.registry import REGISTRY
+    from calculators.framework.registry import REGISTRY
 
     body = REGISTRY[name].example
     headline = client.post(f"/api/v1/calculators/{name}", json=body).json()["headline"]

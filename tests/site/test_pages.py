@@ -14,7 +14,7 @@ from markupsafe import escape
 
 from api import charts
 from api.service import explanation_url
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 
 class Links(HTMLParser):
@@ -459,7 +459,7 @@ def test_stacked_bars_stack_to_the_total():
 
 
 def test_extract_fans_out_over_candidates():
-    from calculators.registry import Chart
+    from calculators.framework.registry import Chart
     chart = Chart(x="rate", y=("items.*.cost",), marker="pairs.*.at")
     body = {"items": [{"name": "A", "rate": [0, 0.5, 1]}, {"name": "B", "rate": 0.2}]}
     outputs = {"items": [{"name": "A", "cost": [3, 2, 1]}, {"name": "B", "cost": 2.5}],

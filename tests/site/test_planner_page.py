@@ -13,7 +13,7 @@ from markupsafe import escape
 
 from api.site import planner
 from api.urls import urls
-from calculators.registry import REGISTRY
+from calculators.framework.registry import REGISTRY
 
 NAME = "deployment-plan"
 def test_the_planner_is_registered():

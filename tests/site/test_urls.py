@@ -105,7 +105,7 @@ def test_calculator_url_without_a_body_is_the_bare_page():
 
 
 def test_calculator_url_matches_the_runner():
-    from calculators import runner
+    from calculators.framework import runner
 
     for body in BODIES:
         assert urls.calculator("kv-cache", body) == runner.calculator_url("kv-cache", body)

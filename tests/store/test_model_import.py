@@ -8,9 +8,9 @@ import json
 import pytest
 import yaml
 
-from calculators.core import CalcInputError
-from calculators.hf_config import record_from_config
-from calculators.runner import compute as run
+from calculators.framework.core import CalcInputError
+from calculators.domain.hf_config import record_from_config
+from calculators.framework.runner import compute as run
 from knowledge.model_import import CONFIG_DIR, build_record, from_manifest_entry, main
 
 #: hand-written records for which no config file is kept (no verbatim copy was available offline)

@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from calculators.core import GIB
-from calculators.runner import compute
+from calculators.framework.core import GIB
+from calculators.framework.runner import compute
 from knowledge.build import BuildError, build
 from knowledge.loader import DATA_DIR
 from knowledge.store import Store
@@ -56,7 +56,7 @@ def test_the_new_record_builds_and_reads_per_device(walkthrough_store):
 
 
 def test_a_whole_system_power_is_not_divided(walkthrough_store):
-    from calculators.runner import solve
+    from calculators.framework.runner import solve
     with pytest.raises(Exception) as err:
         solve("energy", {"hardware": "walkthrough-8x-h100", "time_s": 1}, walkthrough_store.lookup)
     assert err.value.status == 422 and "power_w" in err.value.detail

@@ -1,0 +1,292 @@
+"""Typed views of the store's hardware and link records, and the one rule for usable memory.
+
+Calculators never read hardware or link records as raw dicts: they ask `hardware_spec` or
+`link_spec`, which return per-device figures plus the device count (a rack record of 72 GPUs
+becomes "72 devices of X each"), with the provenance of every figure and the note of how it was
+scaled. `usable_memory_bytes` is the one place where "how much of the memory can an engine use"
+is decided.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from calculators.framework.core import CalcInputError, Lookup, RecordMemo, Result, fetch, num
+
+# --------------------------------------------------------------------------- the memory rule
+
+#: Fraction of device memory an inference engine may take by default: vLLM's `gpu_memory_utilization`
+#: default (https://docs.vllm.ai/en/stable/configuration/engine_args.html, "--gpu-memory-utilization",
+#: default 0.9). Weights, activations and KV cache must fit inside it; the rest is left to the CUDA
+#: context, NCCL buffers and other processes.
+DEFAULT_MEMORY_UTILIZATION = 0.9
+#: Bytes set aside on top of that by default (none: the 10 % left by the utilization is the reserve).
+#: NVIDIA's AIConfigurator reserves 3.5 GiB (`misc.other_mem: 3758096384` in its system files) with no
+#: utilization factor; pass `runtime_reserve_bytes` to model that instead.
+DEFAULT_RUNTIME_RESERVE_BYTES = 0.0
+MEMORY_RULE = ("usable memory per device = capacity × memory_utilization − runtime_reserve_bytes "
+               f"(defaults {DEFAULT_MEMORY_UTILIZATION} as vLLM's gpu_memory_utilization, and "
+               f"{num(DEFAULT_RUNTIME_RESERVE_BYTES)} B)")
+
+
+def usable_memory_bytes(capacity_bytes: Any, memory_utilization: float | None = None,
+                        runtime_reserve_bytes: float | None = None) -> Any:
+    """Bytes an engine may fill on one device: capacity × utilization − reserve (array-friendly, never < 0)."""
+    u = DEFAULT_MEMORY_UTILIZATION if memory_utilization is None else memory_utilization
+    r = DEFAULT_RUNTIME_RESERVE_BYTES if runtime_reserve_bytes is None else runtime_reserve_bytes
+    return np.maximum(np.asarray(capacity_bytes, dtype=float) * u - r, 0.0)
+
+
+def explain_memory_rule(res: Result, capacity_bytes: float, memory_utilization: float | None,
+                        runtime_reserve_bytes: float | None, label: str = "usable memory per device") -> Any:
+    """Apply the memory rule and record it as a step and an assumption."""
+    from calculators.framework.core import fmt_bytes
+
+    u = DEFAULT_MEMORY_UTILIZATION if memory_utilization is None else memory_utilization
+    r = DEFAULT_RUNTIME_RESERVE_BYTES if runtime_reserve_bytes is None else runtime_reserve_bytes
+    usable = usable_memory_bytes(capacity_bytes, u, r)
+    res.step(label, "capacity × memory_utilization − runtime_reserve", f"{fmt_bytes(capacity_bytes)} × {num(u)} − {fmt_bytes(r)}",
+             usable, "B")
+    if memory_utilization is None or runtime_reserve_bytes is None:
+        res.assume("Memory rule: " + MEMORY_RULE + "; set memory_utilization / runtime_reserve_bytes to change it.")
+    return usable
+
+
+# --------------------------------------------------------------------------- hardware
+
+SCOPES = ("device", "node", "rack", "pod")
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One published peak rate of one device."""
+
+    input_precision: str
+    accumulator: str | None
+    unit: str
+    sparsity: str
+    flop_per_s: float
+    provenance: dict
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """A hardware record read per device: `devices` devices, each with the figures below."""
+
+    id: str
+    name: str
+    scope: str                                # device | node | rack | pod
+    devices: int                              # accelerators the record holds
+    memory_bytes: float | None                # per device
+    memory_bandwidth_bytes_per_s: float | None  # per device
+    power_w: float | None                     # per device (None when only a whole-system figure is published)
+    peaks: tuple[Peak, ...] = ()
+    provenance: dict[str, dict] = field(default_factory=dict)   # field -> {record, field, value, source, locator}
+    scaling: tuple[str, ...] = ()             # how totals were turned into per-device figures
+    links: tuple[str, ...] = ()
+
+    @property
+    def is_device(self) -> bool:
+        return self.scope == "device" and self.devices == 1
+
+    def describe_scope(self) -> str:
+        if self.is_device:
+            return f"{self.id} is one device"
+        return (f"{self.id} is a {self.scope} of {self.devices} devices: figures are per device "
+                f"({'; '.join(self.scaling) or 'published per device'}), and the device count is {self.devices}")
+
+    def require(self, name: str, loc: str) -> float:
+        value = getattr(self, name)
+        if value is None:
+            raise CalcInputError(loc, f"{self.id} has no sourced per-device {name}")
+        return float(value)
+
+    def cite(self, res: Result, *names: str) -> None:
+        for n in names:
+            res.cite(self.provenance.get(n))
+
+    def peak(self, precision: str, sparsity: str = "dense", loc: str = "hardware") -> Peak:
+        """The precision-matched peak row (tensor/matrix unit preferred, then FP32 accumulation)."""
+        match = [p for p in self.peaks if p.input_precision.upper() == precision.upper() and p.sparsity == sparsity]
+        if not match:
+            have = sorted({f"{p.input_precision}/{p.sparsity}" for p in self.peaks})
+            raise CalcInputError(loc, f"{self.id} has no {sparsity} {precision} peak; it has: {', '.join(have) or 'none'}")
+        return min(match, key=lambda p: (0 if p.unit.lower() in ("tensor", "cube", "matrix") else 1,
+                                         0 if (p.accumulator or "").upper() == "FP32" else 1))
+
+
+def _basis(fact: dict, scope: str) -> str:
+    """`device`, `total` or `system`: what a figure of a record covers."""
+    per = fact.get("per")
+    if per in ("device", "total", "system"):
+        return per
+    return "device" if scope == "device" else "total"
+
+
+def _prov(rec: dict, fact: dict, field_name: str, value: float) -> dict:
+    return {"record": rec.get("id"), "field": field_name, "value": value, "source": fact.get("source"),
+            "locator": fact.get("locator"), "source_url": fact.get("source_url")}
+
+
+def hardware_spec(lookup: Lookup, ident: str, loc: str = "hardware") -> HardwareSpec:
+    """The record `ident` as per-device figures plus its device count (a miss is a 422 naming `loc`)."""
+    rec = fetch(lookup, "hardware", ident, loc)
+    return spec_from_record(rec)
+
+
+#: record -> its HardwareSpec: a record is read per device once, not per request
+_SPECS = RecordMemo()
+
+
+def spec_from_record(rec: dict) -> HardwareSpec:
+    """The record read per device (`HardwareSpec` is immutable, so one instance serves every request)."""
+    return _SPECS.get(rec, ("spec",), lambda: _spec_from_record(rec))
+
+
+def _spec_from_record(rec: dict) -> HardwareSpec:
+    scope = str(rec.get("scope") or "device")
+    devices = int(rec.get("devices_in_scope") or 1)
+    prov: dict[str, dict] = {}
+    scaling: list[str] = []
+
+    def per_device(name: str) -> float | None:
+        fact = rec.get(name)
+        if not isinstance(fact, dict) or fact.get("value") is None:
+            return None
+        value = float(fact["value"])
+        basis = _basis(fact, scope)
+        if basis == "system" and devices > 1:
+            scaling.append(f"{name} {num(value)} is a whole-system figure, not divided per device")
+            prov[name] = _prov(rec, fact, name, value)
+            return None
+        if basis == "total" and devices > 1:
+            scaling.append(f"{name} = published total {num(value)} ÷ {devices}")
+            value = value / devices
+        prov[name] = _prov(rec, fact, name, value)
+        return value
+
+    memory = per_device("memory_bytes")
+    bandwidth = per_device("memory_bandwidth_bytes_per_s")
+    power = per_device("power_w")
+    peaks = []
+    divided_peaks = False
+    for row in rec.get("peaks") or []:
+        fact = row.get("flop_per_s") if isinstance(row, dict) else None
+        if not isinstance(fact, dict) or fact.get("value") is None:
+            continue
+        value = float(fact["value"])
+        if _basis(fact, scope) == "total" and devices > 1:
+            value /= devices
+            divided_peaks = True
+        fname = (f"peaks[{row.get('input_precision')}, acc {row.get('accumulator')}, {row.get('unit')}, "
+                 f"{row.get('sparsity')}].flop_per_s")
+        peaks.append(Peak(str(row.get("input_precision")), row.get("accumulator"), str(row.get("unit") or ""),
+                          str(row.get("sparsity") or "unspecified"), value, _prov(rec, fact, fname, value)))
+    if divided_peaks:
+        scaling.append(f"peak rates = published totals ÷ {devices}")
+    return HardwareSpec(rec["id"], rec.get("name") or rec["id"], scope, devices, memory, bandwidth, power, tuple(peaks),
+                        prov, tuple(scaling), tuple(rec.get("links") or ()))
+
+
+def note_scope(res: Result, hw: HardwareSpec) -> None:
+    """Say, in the assumptions, when a record is more than one device and how its figures were scaled."""
+    if not hw.is_device:
+        res.assume(hw.describe_scope() + ".")
+
+
+# --------------------------------------------------------------------------- links
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link read as start-up latency α and one-way bandwidth B, each with its provenance."""
+
+    id: str
+    name: str
+    one_way_bytes_per_s: float | None
+    latency_s: float | None
+    latency_basis: str                      # sourced | missing
+    provenance: dict[str, dict] = field(default_factory=dict)
+
+
+def link_spec(lookup: Lookup, ident: str, loc: str = "link") -> LinkSpec:
+    rec = fetch(lookup, "link", ident, loc)
+    prov: dict[str, dict] = {}
+    values: dict[str, float | None] = {}
+    for name in ("one_way_bytes_per_s", "latency_s"):
+        fact = rec.get(name)
+        if isinstance(fact, dict) and fact.get("value") is not None:
+            values[name] = float(fact["value"])
+            prov[name] = _prov(rec, fact, name, values[name])
+        else:
+            values[name] = None
+    return LinkSpec(rec["id"], rec.get("name") or rec["id"], values["one_way_bytes_per_s"], values["latency_s"],
+                    "sourced" if values["latency_s"] is not None else "missing", prov)
+
+
+def alpha_assumption(link: LinkSpec, field_name: str) -> str:
+    """The loud sentence for a link without a sourced latency: α = 0 is a lower bound, never silent."""
+    return (f"α NOT SOURCED: link {link.id} has no sourced start-up latency, so α = 0 s is used — communication time "
+            f"is a lower bound (bandwidth only). Give `{field_name}` to include start-up latency.")
+
+
+# --------------------------------------------------------------------------- measured α–β of links
+
+_FIT_CACHE: dict[str, list] = {}
+
+
+def stored_device_price(lookup: Lookup, hardware_id: str, res: Result) -> tuple[float | None, str]:
+    """USD per device-hour from the store: the lowest on-demand GPU-hour price of `hardware_id` (cited),
+    with a basis naming provider, region and date; (None, why) when none is stored. The one default
+    every calculator that prices hardware uses (the planner, serving-cost)."""
+    try:
+        offers = lookup("gpu_prices", hardware_id)
+    except KeyError:
+        offers = []
+    on_demand = [o for o in offers if o.get("pricing") in (None, "on-demand")] or list(offers)
+    if not on_demand:
+        return None, "no stored price: give price_per_device_hour_usd"
+    best = min(on_demand, key=lambda o: o["device_usd_per_hour"]["value"])
+    fact = best["device_usd_per_hour"]
+    res.cite({"record": best.get("id"), "field": "device_usd_per_hour", "value": fact["value"], "source": fact.get("source"),
+              "locator": fact.get("locator"), "source_url": fact.get("source_url")})
+    return float(fact["value"]), (f"{best.get('provider')} {best.get('pricing', 'on-demand')} "
+                                  f"({best.get('region') or 'region not stated'}, {best.get('date')})")
+
+
+def measured_link_fits(lookup: Lookup, link_id: str, hardware_id: str | None = None):
+    """All-reduce fits (one per GPU count) of the measured system behind a link, or None when none is measured.
+
+    A link maps to the systems measured over it (`lookup("measurement", "systems")`); when the request names
+    hardware measured on that link, its system is used, else the link's first system."""
+    from calculators.perf.link_fit import fit_all_reduce
+
+    try:
+        systems = lookup("measurement", "systems")
+    except KeyError:
+        return None
+    candidates = list((systems.get("links") or {}).get(link_id) or [])
+    if not candidates:
+        return None
+    own = (systems.get("hardware") or {}).get(hardware_id) if hardware_id else None
+    system = own if own in candidates else candidates[0]
+    try:
+        table = lookup("measurement", f"{system}/nccl")
+    except KeyError:
+        return None
+    key = table.get("sha256") or f"{system}/nccl"
+    if key not in _FIT_CACHE:
+        src = {k: table.get(k) for k in ("system", "table", "framework", "version", "gpu", "file", "sha256")}
+        _FIT_CACHE[key] = fit_all_reduce(table["columns"], src)
+    return _FIT_CACHE[key] or None
+
+
+def describe_fit(fit, exact: bool) -> str:
+    s = fit.source
+    where = f"NCCL {s.get('version')} all-reduce on {s.get('system')} ({s.get('gpu')})"
+    at = f"{fit.gpus} GPUs" if exact else f"{fit.gpus} GPUs, the nearest measured count"
+    return (f"measured fit, {where}, {at}: T = {num(fit.start_up_s * 1e6, 4)} µs + M / {num(fit.algorithm_bytes_per_s / 1e9, 4)} "
+            f"GB/s, i.e. α = {num(fit.alpha_s * 1e6, 4)} µs per ring round and B = {num(fit.link_bytes_per_s / 1e9, 4)} GB/s "
+            f"one way; RMS relative residual {num(fit.rms_relative_residual * 100, 3)} % over {fit.points} points "
+            "(NVIDIA AIConfigurator measurements, Apache-2.0)")

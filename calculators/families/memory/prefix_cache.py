@@ -1,0 +1,348 @@
+"""Prefix caching: KV stored once instead of per request, prefill skipped, TTFT and input cost saved.
+
+`requests` requests share a prefix of `prefix_tokens` tokens. The first one computes it and its KV
+becomes the cache entry; each later request finds it with probability `hit_rate` (a miss computes
+and holds its own copy). Expected values over the hit rate:
+
+    hits            = hit_rate × (requests − 1)
+    KV stored       = prefix KV × [1 + (1 − hit_rate)(requests − 1)] + state snapshots
+    KV saved        = prefix KV × hits − state snapshots          (vs. every request holding a copy)
+    prefill skipped = hits × prefill FLOPs of the reusable prefix
+
+Recurrent (KDA/SSM) layers can only resume from a saved state snapshot: with a checkpoint every
+`state_checkpoint_interval_tokens`, reuse stops at the last checkpoint at or below the prefix, and
+the rest is recomputed (the book's hybrid-prefix-state case).
+"""
+from __future__ import annotations
+
+from typing import Annotated
+
+import numpy as np
+from pydantic import Field
+
+from calculators.framework.core import (
+    CalcInputError,
+    CalcRequest,
+    FractionSweep,
+    Lookup,
+    NonNegFloat,
+    NonNegInt,
+    NonNegIntSweep,
+    PosFloat,
+    PosFloatSweep,
+    PosIntSweep,
+    Result,
+    broadcast,
+    fact_source,
+    fact_value,
+    first,
+    fmt_bytes,
+    fmt_flops,
+    fmt_s,
+    num,
+    out,
+    request_inputs,
+)
+from calculators.domain.architecture import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
+from calculators.families.memory.kv_cache import Architecture
+from calculators.domain.formats import FormatField, resolve_format
+from calculators.framework import headline as hf
+from calculators.framework.calculator import Calculator, Chart
+
+
+class PricePerMTok(CalcRequest):
+    """Prices in USD per million tokens."""
+
+    input: NonNegFloat = Field(description="Uncached input, USD per 1M tokens.", examples=[2.0])
+    cache_read: NonNegFloat = Field(description="Cached input read on a hit, USD per 1M tokens.", examples=[0.2])
+    cache_write: NonNegFloat | None = Field(None, description="Writing the prefix into the cache, USD per 1M tokens (default: input).",
+                                            examples=[2.5])
+
+
+class PrefixCacheRequest(CalcRequest):
+    """A shared prefix reused by `requests` requests."""
+
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id (KV layout, parameters, heads).", examples=["llama-3.1-70b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
+    architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model` / `model_config`.")
+    kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per prefix token, instead of a model.", examples=[327680])
+    kv_format: FormatField = Field("bf16", description="Cache format (as in kv-cache).", examples=["fp16"])
+    state_dtype: FormatField = Field("fp32", description="Recurrent state format (as in kv-cache).")
+    tensor_parallel: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Ranks: adds per-device bytes.")
+    prefix_tokens: NonNegIntSweep = Field(description="Shared prefix length, tokens. Sweepable.", examples=[2000])
+    requests: PosIntSweep = Field(2, description="Requests sharing the prefix, including the one that fills the cache. Sweepable.",
+                                  examples=[100])
+    hit_rate: FractionSweep = Field(1.0, description="Probability that a later request finds the prefix cached (0..1). Sweepable.",
+                                    examples=[0.9])
+    block_size_tokens: Annotated[int, Field(ge=1, le=10**9)] | None = Field(
+        None, description="Reuse granularity: only whole blocks of this many tokens are matched.", examples=[16])
+    state_checkpoint_interval_tokens: PosIntSweep | None = Field(
+        None, description="Recurrent-state snapshot every this many tokens (hybrid models). Sweepable.", examples=[4096])
+    params: PosFloat | None = Field(None, description="Parameters used per token for prefill FLOPs = 2·params·tokens "
+                                    "(default: the model's params_active).", examples=[70e9])
+    prefill_flops_per_token: NonNegFloat | None = Field(None, description="Linear prefill FLOPs per token, instead of 2·params.")
+    attention_flops_per_pair: NonNegFloat | None = Field(
+        None, description="Attention FLOPs per causal (query, key) pair summed over layers (default for GQA/MHA models: "
+        "4·heads·head_dim per full-attention layer; 0 when unknown).")
+    prefill_tokens_per_s: PosFloatSweep | None = Field(None, description="Prefill rate, tokens/s: TTFT saved = tokens skipped / rate. Sweepable.",
+                                                       examples=[5000])
+    prefill_flop_per_s: PosFloatSweep | None = Field(None, description="Effective prefill FLOP/s: TTFT saved = FLOPs skipped / rate. Sweepable.")
+    new_tokens_per_request: NonNegInt = Field(0, description="Input tokens after the prefix in each request (for input cost).", examples=[2000])
+    price_per_mtok: PricePerMTok | None = Field(None, description="Input prices to compare cached and uncached billing.")
+
+
+def causal_pairs(n: np.ndarray, window: int | None = None) -> np.ndarray:
+    """Visible (query, key) pairs of an n-token causal prefix, each query seeing at most `window` keys."""
+    n = np.asarray(n, dtype=float)
+    full = n * (n + 1) / 2
+    if window is None:
+        return full
+    w = float(window)
+    return np.where(n <= w, full, w * (w + 1) / 2 + (n - w) * w)
+
+
+def _attention_terms(req, rec: dict | None, groups: list[GroupSpec] | None, res: Result) -> list[tuple[float, int | None]] | None:
+    """(FLOPs per pair summed over layers, window) per attention stream; None when not known."""
+    if req.attention_flops_per_pair is not None:
+        return [(req.attention_flops_per_pair, None)]
+    if rec is None or groups is None or str(rec.get("attention", "")).lower() not in SPLIT_ATTENTION:
+        return None
+    heads = fact_value(rec, "heads", required=False)
+    head_dim = fact_value(rec, "head_dim", required=False)
+    if not heads or not head_dim:
+        return None
+    res.cite(fact_source(rec, "heads"))
+    res.cite(fact_source(rec, "head_dim"))
+    per_layer = 4.0 * heads * head_dim
+    return [(g.count * per_layer, s.window) for g in groups for s in g.streams]
+
+
+def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
+    groups, fmt, rec = kv_source(req, lookup, res, required=False)
+    if groups is None and req.params is None and req.prefill_flops_per_token is None and req.price_per_mtok is None \
+            and req.state_checkpoint_interval_tokens is None:
+        raise CalcInputError("model", "give a KV source (`model`, `model_config`, `architecture`, `kv_bytes_per_token`), prefill FLOPs "
+                             "(`params`, `prefill_flops_per_token`) or `price_per_mtok`")
+    if req.prefill_tokens_per_s is not None and req.prefill_flop_per_s is not None:
+        raise CalcInputError("prefill_flop_per_s", "give either `prefill_tokens_per_s` or `prefill_flop_per_s`, not both")
+    named = {"prefix_tokens": req.prefix_tokens, "requests": req.requests, "hit_rate": req.hit_rate}
+    for k in ("state_checkpoint_interval_tokens", "prefill_tokens_per_s", "prefill_flop_per_s"):
+        if getattr(req, k) is not None:
+            named[k] = getattr(req, k)
+    x = broadcast(named)
+    prefix = x["prefix_tokens"].astype(np.int64)
+    R = x["requests"]
+    h = x["hit_rate"]
+    tp = req.tensor_parallel or 1
+    outputs: dict = {}
+
+    # ---- how much of the prefix can be reused
+    reusable = prefix
+    if req.block_size_tokens:
+        reusable = (prefix // req.block_size_tokens) * req.block_size_tokens
+    interval = x.get("state_checkpoint_interval_tokens")
+    if interval is not None:
+        iv = interval.astype(np.int64)
+        checkpoints = prefix // iv
+        reusable = np.minimum(reusable, checkpoints * iv)
+        outputs["state_checkpoints"] = intify(checkpoints)
+        res.step("state checkpoints", "checkpoints = floor(prefix / interval) (position 0 is the empty state)",
+                 f"floor({num(first(prefix))} / {num(first(iv))})", checkpoints, "snapshots")
+    p0 = int(first(prefix))
+    res.step("reusable prefix", "restore point = last block / checkpoint boundary ≤ prefix",
+             f"{num(p0)} tokens → {num(first(reusable))}", reusable, "tokens")
+    recompute = prefix - reusable
+    outputs.update({"prefix_tokens": intify(prefix), "restore_point_tokens": intify(reusable), "recompute_tokens": intify(recompute)})
+
+    hits = h * np.maximum(R - 1, 0)
+    res.step("expected hits", "hits = hit_rate × (requests − 1)", f"{num(first(h))} × ({num(first(R))} − 1)", hits, "requests")
+    outputs["expected_hits"] = out(hits)
+
+    # ---- KV bytes
+    if groups is not None:
+        sfmt = resolve_format(req.state_dtype, "state_dtype", "fp32")
+        sz = kv_sizes(groups, fmt, sfmt, prefix, tp)
+        history = sz.bytes_per_request - sz.state_bytes
+        dev_history = sz.device_bytes_per_request - sz.device_state_bytes
+        n_snap = (checkpoints if interval is not None else np.where(prefix >= 0, 1.0, 0.0)) if sz.state_elements else prefix * 0
+        snap_bytes = n_snap * sz.state_bytes
+        res.step("prefix KV (one copy)", "Σ layers × bytes/entry × entries at the prefix length",
+                 f"{num(p0)} tokens" + (f" × {num(sz.bytes_per_token)} B/token" if sz.bytes_per_token else ""), history, "B")
+        if sz.state_elements:
+            res.step("state snapshots", "snapshots × recurrent state bytes", f"{num(first(n_snap))} × {fmt_bytes(sz.state_bytes)}",
+                     snap_bytes, "B")
+        without = R * history
+        stored = history * (1 + (1 - h) * np.maximum(R - 1, 0)) + snap_bytes
+        saved = without - stored
+        res.step("KV without sharing", "requests × prefix KV", f"{num(first(R))} × {fmt_bytes(first(history))}", without, "B")
+        res.step("KV with sharing", "prefix KV × [1 + (1 − hit_rate)(requests − 1)] + snapshots",
+                 f"{fmt_bytes(first(history))} × [1 + {num(1 - first(h))} × {num(max(first(R) - 1, 0))}] + {fmt_bytes(first(snap_bytes))}",
+                 stored, "B")
+        res.step("KV saved", "without − with", f"{fmt_bytes(first(without))} − {fmt_bytes(first(stored))}", saved, "B")
+        outputs.update({
+            "kv_bytes_per_token": intify(sz.bytes_per_token),
+            "prefix_kv_bytes": intify(history),
+            "state_bytes": intify(sz.state_bytes),
+            "state_snapshot_bytes": intify(snap_bytes),
+            "cache_entry_bytes": intify(history + snap_bytes),
+            "kv_bytes_without_sharing": intify(without),
+            "kv_bytes_with_sharing": intify(stored),
+            "kv_bytes_saved": intify(saved),
+            "kv_bytes_saved_per_hit": intify(history),
+        })
+        if req.tensor_parallel is not None:
+            dev_snap = n_snap * sz.device_state_bytes
+            outputs.update({"tensor_parallel": tp, "prefix_kv_bytes_per_device": intify(dev_history),
+                            "state_bytes_per_device": intify(sz.device_state_bytes),
+                            "state_snapshot_bytes_per_device": intify(dev_snap),
+                            "cache_entry_bytes_per_device": intify(dev_history + dev_snap)})
+            if sz.state_elements:
+                res.step("snapshots per device", "snapshots × state bytes per rank",
+                         f"{num(first(n_snap))} × {fmt_bytes(sz.device_state_bytes)}", dev_snap, "B")
+
+    # ---- prefill FLOPs skipped
+    linear = None
+    if req.prefill_flops_per_token is not None:
+        linear = req.prefill_flops_per_token * reusable.astype(float)
+        lin_txt = f"{num(req.prefill_flops_per_token)} FLOP/token × {num(first(reusable))}"
+    else:
+        params = req.params
+        if params is None and rec is not None:
+            params = fact_value(rec, "params_active", required=False)
+            if params:
+                res.cite(fact_source(rec, "params_active"))
+        if params:
+            linear = 2.0 * params * reusable.astype(float)
+            lin_txt = f"2 × {num(params)} × {num(first(reusable))}"
+    attn_terms = _attention_terms(req, rec, groups, res)
+    per_hit = None
+    if linear is not None:
+        res.step("prefill FLOPs of the reused prefix (linear)", "2 · params · tokens", lin_txt, linear, "FLOP")
+        attention = sum((c * causal_pairs(reusable, w) for c, w in attn_terms), reusable * 0.0) if attn_terms else reusable * 0.0
+        if attn_terms:
+            res.step("prefill FLOPs (attention)", "Σ layers × 4·heads·head_dim × causal pairs (window-limited)",
+                     f"pairs = {num(first(reusable))}·({num(first(reusable))}+1)/2 on full layers", attention, "FLOP")
+        per_hit = linear + attention
+        skipped = hits * per_hit
+        res.step("expected prefill skipped", "hits × FLOPs per reused prefix", f"{num(first(hits))} × {fmt_flops(first(per_hit))}",
+                 skipped, "FLOP")
+        outputs.update({"prefill_flops_linear_per_hit": out(linear), "prefill_flops_attention_per_hit": out(attention),
+                        "prefill_flops_per_hit": out(per_hit), "prefill_flops_skipped": out(skipped)})
+        res.assume("Prefill FLOPs = 2 × parameters × tokens (multiply-add = 2 FLOPs; for MoE the active parameters) "
+                   + ("plus attention over causal pairs (QK and AV, 4·heads·head_dim per pair per layer)."
+                      if attn_terms else "; the attention term is not modelled for this input (give `attention_flops_per_pair`)."))
+
+    # ---- TTFT
+    if "prefill_tokens_per_s" in x:
+        per_hit_s = reusable / x["prefill_tokens_per_s"]
+        res.step("TTFT saved per hit", "reused tokens / prefill rate", f"{num(first(reusable))} / {num(first(x['prefill_tokens_per_s']))} tok/s",
+                 per_hit_s, "s")
+    elif "prefill_flop_per_s" in x:
+        if per_hit is None:
+            raise CalcInputError("prefill_flop_per_s", "a FLOP/s rate needs `params`, `prefill_flops_per_token` or a model with params_active")
+        per_hit_s = per_hit / x["prefill_flop_per_s"]
+        res.step("TTFT saved per hit", "prefill FLOPs per hit / FLOP/s",
+                 f"{fmt_flops(first(per_hit))} / {num(first(x['prefill_flop_per_s']))} FLOP/s", per_hit_s, "s")
+    else:
+        per_hit_s = None
+    if per_hit_s is not None:
+        outputs.update({"ttft_saved_per_hit_s": out(per_hit_s), "expected_ttft_saved_s": out(h * per_hit_s)})
+        res.step("expected TTFT saved (a later request)", "hit_rate × saved per hit", f"{num(first(h))} × {fmt_s(first(per_hit_s))}",
+                 h * per_hit_s, "s")
+
+    # ---- input billing
+    if req.price_per_mtok is not None:
+        p = req.price_per_mtok
+        write = p.cache_write if p.cache_write is not None else p.input
+        P = prefix.astype(float)
+        new = float(req.new_tokens_per_request)
+        uncached = R * (P + new) * p.input / 1e6
+        first_cost = (P * write + new * p.input) / 1e6
+        later = (h * P * p.cache_read + (1 - h) * P * write + new * p.input) / 1e6
+        cached = first_cost + np.maximum(R - 1, 0) * later
+        res.step("input cost without caching", "requests × (prefix + new) × input price",
+                 f"{num(first(R))} × ({num(p0)} + {num(new)}) × ${num(p.input)}/M", uncached, "USD")
+        res.step("first request (cache write)", "prefix × write price + new × input price",
+                 f"{num(p0)} × ${num(write)}/M + {num(new)} × ${num(p.input)}/M", first_cost, "USD")
+        res.step("later request (expected)", "h·prefix × read + (1−h)·prefix × write + new × input",
+                 f"{num(first(h))}×{num(p0)}×${num(p.cache_read)}/M + {num(1 - first(h))}×{num(p0)}×${num(write)}/M + {num(new)}×${num(p.input)}/M",
+                 later, "USD")
+        res.step("input cost with caching", "first + (requests − 1) × later", f"{num(first(first_cost))} + {num(max(first(R) - 1, 0))} × {num(first(later))}",
+                 cached, "USD")
+        outputs.update({"cost_uncached_usd": out(uncached), "cost_first_request_usd": out(first_cost),
+                        "cost_later_request_usd": out(later), "cost_cached_usd": out(cached),
+                        "cost_saved_usd": out(uncached - cached)})
+        res.assume("Billing: the first request writes the prefix at the cache-write price (it replaces, not adds to, the "
+                   "input price); a later hit reads it at the cache-read price; a later miss writes it again. "
+                   "Output tokens are not priced.")
+
+    res.outputs = outputs
+    res.assume(
+        "The first request computes the prefix and its KV becomes the cache entry; each later request hits with "
+        "probability hit_rate (expected values). A miss recomputes the prefix and holds its own copy.",
+        "KV saved compares with every request holding its own copy of the prefix at the same time; KV of the tokens "
+        "after the prefix is per request either way and not counted.",
+        "Recurrent state: a hybrid model can only resume from a saved snapshot, so reuse stops at the last checkpoint "
+        "at or below the prefix; without an interval one snapshot at the prefix end is assumed.",
+    )
+    res.headline = _headline(req, outputs, rec)
+    return res
+
+
+def _headline(req: PrefixCacheRequest, o: dict, rec: dict | None) -> str:
+    """What a shared prefix saves in memory, TTFT and money (a sweep: its first point)."""
+    n = hf.n_points(req.prefix_tokens, req.requests, req.hit_rate, req.state_checkpoint_interval_tokens,
+                    req.prefill_tokens_per_s, req.prefill_flop_per_s)
+    text = (f"Sharing a {hf.fmt_count(req.prefix_tokens)}-token prefix"
+            + (f" of {hf.name_of(rec)}" if rec is not None else "")
+            + f" across {hf.plural(req.requests, 'request')} at a {hf.fmt_pct(req.hit_rate)} hit rate")
+    parts = []
+    if o.get("kv_bytes_saved") is not None:
+        parts.append(f"{hf.fmt_bytes(o['kv_bytes_saved'])} of KV cache ({hf.fmt_bytes(o.get('kv_bytes_with_sharing'))} "
+                     f"instead of {hf.fmt_bytes(o.get('kv_bytes_without_sharing'))})")
+    if o.get("ttft_saved_per_hit_s") is not None:
+        parts.append(f"{hf.fmt_seconds(o['ttft_saved_per_hit_s'])} of prefill per hit")
+    elif o.get("prefill_flops_skipped") is not None:
+        parts.append(f"{hf.fmt_flops(o['prefill_flops_skipped'])} of prefill")
+    if parts:
+        text += " saves " + (", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0])
+    else:
+        text += f" reuses {hf.fmt_count(o.get('restore_point_tokens'))} tokens per hit"
+    if o.get("cost_cached_usd") is not None:
+        text += f"; input costs {hf.fmt_usd(o['cost_cached_usd'])} instead of {hf.fmt_usd(o.get('cost_uncached_usd'))}"
+    if (hf.scalar(o.get("recompute_tokens")) or 0) > 0:
+        text += f" ({hf.fmt_count(o['recompute_tokens'])} tokens after the last state snapshot are recomputed)"
+    if n > 1:
+        text += f" (first of {n:,} points)"
+    return hf.sentence(text)
+
+
+CALCULATORS = [
+    Calculator(
+        name="prefix-cache",
+        family="prefix_cache",
+        title="Prefix cache savings",
+        summary="What sharing a common prefix saves: KV bytes stored once instead of per request, prefill FLOPs and "
+                "TTFT skipped, and input cost, as expected values over the hit rate — including recurrent-state "
+                "snapshots of hybrid models.",
+        description="KV of the prefix comes from the kv-cache engine (model, architecture or bytes/token). Expected "
+                    "hits = hit_rate × (requests − 1); KV saved = hits × prefix KV − state snapshots; prefill skipped "
+                    "= hits × (2·params·tokens + attention pairs × 4·heads·head_dim per layer); TTFT saved per hit = "
+                    "tokens / (tokens/s) or FLOPs / (FLOP/s). With a checkpoint interval, reuse stops at the last "
+                    "snapshot ≤ prefix. Optional prices compare cached and uncached input billing.",
+        request_model=PrefixCacheRequest,
+        compute=compute,
+        example={"model": "llama-3.1-70b", "kv_format": "fp16", "prefix_tokens": 2000, "requests": 100, "hit_rate": 0.9,
+                 "prefill_tokens_per_s": 5000},
+        cases=("hybrid-prefix-state", "cache-tiers-and-routing", "cache-events-and-routing", "platform-routing"),
+        sweepable=("prefix_tokens", "requests", "hit_rate", "state_checkpoint_interval_tokens", "prefill_tokens_per_s",
+                   "prefill_flop_per_s"),
+        chart=Chart(x="hit_rate", y=("kv_bytes_saved",), x_label="hit rate", y_label="KV bytes saved"),
+        extra_examples=(
+            {"model": "kimi-k3", "prefix_tokens": 8192, "state_checkpoint_interval_tokens": [4096, 1024, 256], "tensor_parallel": 8},
+            {"prefix_tokens": 8000, "requests": 10, "new_tokens_per_request": 2000,
+             "price_per_mtok": {"input": 2, "cache_write": 2.5, "cache_read": 0.2}},
+        ),
+    ),
+]

@@ -1,0 +1,396 @@
+"""Bounded work per request: what a calculation will cost, known before any of it is done, and the limits
+it must fit.
+
+Every calculation passes `check(calc, request)` (the runner calls it between validation and compute), so
+the REST routes, the batch endpoint, the site's forms, MCP and the CLI refuse the same requests. The cost
+of a request is counted in *point-evaluations*:
+
+    points (the broadcast length of the swept fields; a grid request: the product of its axes' lengths)
+      × variants (the base request plus each `what_if` entry, each at its own sweep length)
+      × series (what a calculator multiplies every point by: the candidates of routing-cost, the
+                configurations of the deployment planner, the formats compared by weight-memory …)
+
+From that count and a calibrated profile per calculator (CPU seconds, peak memory and answer bytes per
+point-evaluation, measured by `benchmarks/bench_limits.py`), the estimated CPU time, peak memory and answer
+size follow. A request over any limit is refused with a 413 that names the limit, the request's cost and
+how to split it. A batch is one request: its items' costs are summed against the same limits (`check_total`).
+
+Every limit is a constant below, overridable by an environment variable `CASEBOOK_LIMIT_<NAME>`.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from calculators.framework.core import CalcInputError
+
+# --------------------------------------------------------------------------- limits (env-overridable)
+
+#: point-evaluations one request (a batch: all its items together) may ask for
+EVALUATIONS = 1_000_000
+#: estimated CPU seconds of one request (this machine's calibration; see `benchmarks/bench_limits.py`)
+CPU_S = 2.0
+#: estimated peak memory of one calculation, bytes
+MEMORY_BYTES = 256 * 2**20
+#: estimated size of one answer (JSON), bytes
+ANSWER_BYTES = 64 * 2**20
+#: threads that run costly calculations (the rest of the server keeps answering meanwhile)
+POOL_WORKERS = 2
+#: calculations that may wait for a free thread; beyond that the answer is 503 with Retry-After
+POOL_QUEUE = 16
+#: a calculation of at most this many point-evaluations runs inline (a thread hop costs more than it)
+INLINE_EVALUATIONS = 2_000
+#: seconds a client is asked to wait (Retry-After) when the pool is full
+RETRY_AFTER_S = 2
+
+ENV_PREFIX = "CASEBOOK_LIMIT_"
+#: each limit: (constant's name, its default) — the env var is ENV_PREFIX + name
+DEFAULTS: dict[str, int | float] = {
+    "EVALUATIONS": EVALUATIONS, "CPU_S": CPU_S, "MEMORY_BYTES": MEMORY_BYTES, "ANSWER_BYTES": ANSWER_BYTES,
+    "POOL_WORKERS": POOL_WORKERS, "POOL_QUEUE": POOL_QUEUE, "INLINE_EVALUATIONS": INLINE_EVALUATIONS,
+    "RETRY_AFTER_S": RETRY_AFTER_S,
+}
+
+
+def limit(name: str) -> int | float:
+    """The limit `name` (a key of DEFAULTS): `CASEBOOK_LIMIT_<name>` when set to a positive number, else the default."""
+    default = DEFAULTS[name]
+    raw = os.environ.get(ENV_PREFIX + name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"{ENV_PREFIX}{name}={raw!r} must be a finite number ≥ 0")
+    return int(value) if isinstance(default, int) else value
+
+
+def describe_limits() -> str:
+    """The limits as Markdown, for the OpenAPI description of the calculator routes."""
+    return (
+        "**Limits (bounded work per request).** Before any work, a request's cost is counted in point-evaluations "
+        "(sweep points, or a grid's every combination, × `what_if` variants × the series a calculator multiplies by, such as candidates or "
+        "configurations; a batch sums its items) and turned into an estimated CPU time, peak memory and answer "
+        f"size. Over a limit the answer is 413 `application/problem+json` naming the limit, the request's cost "
+        f"and how to split it. Limits: {limit('EVALUATIONS'):,} point-evaluations "
+        f"(`{ENV_PREFIX}EVALUATIONS`), ~{limit('CPU_S'):g} s of CPU (`{ENV_PREFIX}CPU_S`), "
+        f"{limit('MEMORY_BYTES') / 2**20:,.0f} MiB of memory (`{ENV_PREFIX}MEMORY_BYTES`) and a "
+        f"{limit('ANSWER_BYTES') / 2**20:,.0f} MiB answer (`{ENV_PREFIX}ANSWER_BYTES`). Costly calculations run "
+        f"in a pool of {limit('POOL_WORKERS')} threads (`{ENV_PREFIX}POOL_WORKERS`) with "
+        f"{limit('POOL_QUEUE')} waiting places (`{ENV_PREFIX}POOL_QUEUE`); when it is full the answer is 503 with "
+        "`Retry-After`.")
+
+
+# --------------------------------------------------------------------------- calibrated profiles
+
+@dataclass(frozen=True)
+class Profile:
+    """What one point-evaluation of a calculator costs (measured; see `benchmarks/bench_limits.py`)."""
+
+    cpu_s: float            # CPU seconds per point-evaluation, validation to encoded answer
+    memory_bytes: float     # peak memory per point-evaluation, bytes
+    answer_bytes: float     # answer (JSON) bytes per point-evaluation
+
+
+#: per calculator: (CPU s, peak bytes, answer bytes) per point-evaluation, measured by `benchmarks/bench_limits.py
+#: 20000` on its worst case (the longest sweep, every what_if variant it accepts) on the 2-core development
+#: machine, × 1.25 for noise; peak memory is tracemalloc's (Python and NumPy allocations)
+PROFILES: dict[str, Profile] = {
+    "break-even": Profile(1e-06, 609, 154),
+    "mixture-choice": Profile(1.4e-06, 611, 141),
+    "checkpoint": Profile(1e-06, 646, 304),
+    "collective": Profile(6.7e-07, 755, 240),
+    "transfer-path": Profile(2.8e-07, 195, 98),
+    "inflight-window": Profile(6.5e-07, 699, 110),
+    "deployment-plan": Profile(1.5e-06, 464, 152),
+    "edge-transfer": Profile(3.9e-07, 356, 117),
+    "kv-cache": Profile(6e-07, 438, 173),
+    "kv-eviction": Profile(6.4e-07, 448, 158),
+    "lora": Profile(3.5e-07, 314, 25),
+    "moe": Profile(1e-06, 1095, 253),
+    "overlap-timeline": Profile(1.9e-06, 1452, 426),
+    "parallel-split": Profile(3.8e-06, 2118, 475),
+    "tp-vs-pp-queueing": Profile(7.7e-07, 704, 198),
+    "prefix-cache": Profile(7.2e-07, 698, 232),
+    "quantization": Profile(1.4e-06, 1568, 493),
+    "queueing": Profile(6.4e-07, 416, 113),
+    "backlog": Profile(9.6e-07, 625, 166),
+    "capacity": Profile(4.7e-07, 360, 115),
+    "remaining-time": Profile(5e-07, 375, 39),
+    "rl-pipeline": Profile(8.5e-07, 697, 71),
+    "rl-rollout-tail": Profile(8.1e-07, 858, 122),
+    "rl-policy-ratio": Profile(7.2e-07, 781, 120),
+    "roofline": Profile(3.2e-06, 1444, 629),
+    "energy": Profile(5.7e-07, 368, 62),
+    "routing-cost": Profile(2.7e-07, 92, 41),
+    "serving-cost": Profile(1.2e-06, 646, 339),
+    "chunk-padding": Profile(4.1e-07, 355, 42),
+    "tp-overhead": Profile(7.2e-07, 727, 187),
+    "training-compute": Profile(1.1e-06, 665, 294),
+    "utilization-split": Profile(1.1e-06, 611, 147),
+    "weight-memory": Profile(1.9e-07, 125, 46),
+}
+#: calculators without a profile (no sweep, or new): the largest measured figure of each kind
+DEFAULT_PROFILE = Profile(cpu_s=4e-6, memory_bytes=2200.0, answer_bytes=640.0)
+
+
+def profile_of(name: str) -> Profile:
+    """The calibrated profile of calculator `name` (DEFAULT_PROFILE when it has none of its own)."""
+    return PROFILES.get(name, DEFAULT_PROFILE)
+
+
+# --------------------------------------------------------------------------- cost
+
+@dataclass
+class Cost:
+    """The cost of one calculation, counted before any work."""
+
+    calculator: str
+    points: int = 1                  # the longest sweep (base or variant)
+    variants: int = 1                # the base request plus its what_if entries
+    series: int = 1                  # what every point is multiplied by (candidates, configurations …)
+    series_label: str = ""           # what `series` counts, e.g. "configurations"
+    evaluations: int = 1             # Σ over variants of points × series
+    field: str = "body"              # the field to change to make it smaller (named in a refusal)
+    sweep_field: str = ""            # the longest swept field
+    grid: str = ""                   # a grid request: its axes' lengths, e.g. "batch 25 × context_tokens 100"
+
+    @property
+    def profile(self) -> Profile:
+        return profile_of(self.calculator)
+
+    @property
+    def cpu_s(self) -> float:
+        return self.evaluations * self.profile.cpu_s
+
+    @property
+    def memory_bytes(self) -> float:
+        return self.evaluations * self.profile.memory_bytes
+
+    @property
+    def answer_bytes(self) -> float:
+        return self.evaluations * self.profile.answer_bytes
+
+    def describe(self) -> str:
+        """The count in words: 'sweep of 100,000 points × 21 variants = 2.1 M point-evaluations'."""
+        parts = [(f"grid of {self.points:,} points" if self.grid else f"sweep of {self.points:,} points")
+                 if self.points > 1 else "1 point"]
+        if self.variants > 1:
+            parts.append(f"{self.variants} variants")
+        if self.series > 1:
+            parts.append(f"{self.series:,} {self.series_label or 'series'}")
+        product = self.points * self.variants * self.series
+        exact = " (variants at their own sweep lengths)" if product != self.evaluations else ""
+        return " × ".join(parts) + f" = {_count(self.evaluations)} point-evaluations{exact}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """The cost as a problem extension (`cost`)."""
+        return {"calculator": self.calculator, "points": self.points, "variants": self.variants,
+                "series": self.series, "evaluations": self.evaluations,
+                "estimated_cpu_s": round(self.cpu_s, 3), "estimated_memory_bytes": int(self.memory_bytes),
+                "estimated_answer_bytes": int(self.answer_bytes)}
+
+
+def _count(n: float) -> str:
+    """A count for humans: 2,100,000 -> '2.1 M', 950 -> '950'."""
+    if n >= 1e6:
+        return f"{n / 1e6:.3g} M"
+    if n >= 1e4:
+        return f"{n / 1e3:.3g} k"
+    return f"{int(n):,}"
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.0f} MiB" if b >= 2**20 else f"{b / 2**10:,.0f} KiB"
+
+
+def _get(obj: Any, name: str) -> Any:
+    """`obj.name` for a request model, `obj[name]` for a raw body (dotted names walk nested objects)."""
+    for part in name.split("."):
+        if obj is None:
+            return None
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj
+
+
+def _length(v: Any) -> int:
+    """The number of points a request value sweeps (1 for a scalar or absent value)."""
+    return len(v) if isinstance(v, (list, tuple)) and v else 1
+
+
+def _grid(obj: Any, names: Sequence[str]) -> tuple[int, str, str]:
+    """(the points of a grid request: the product of its axes' lengths, the longest axis, the axes described)."""
+    lengths = {name: _length(_get(obj, name)) for name in names}
+    longest = max(lengths, key=lengths.get, default="")
+    axes = " × ".join(f"{name} {n:,}" for name, n in lengths.items() if n > 1)
+    return math.prod(lengths.values()), longest if lengths.get(longest, 1) > 1 else "", axes
+
+
+def _sweep(obj: Any, names: Sequence[str]) -> tuple[int, str]:
+    """(the longest sweep among the fields `names` of `obj`, the field)."""
+    best, where = 1, ""
+    for name in names:
+        n = _length(_get(obj, name))
+        if n > best:
+            best, where = n, name
+    return best, where
+
+
+def _routing_series(request: Any) -> tuple[int, int, str, str]:
+    """routing-cost: the candidates' hit-rate sweeps × the series it computes (each candidate and each pair)."""
+    candidates = _get(request, "candidates") or []
+    points = max([_length(_get(c, "cache_hit_rate")) for c in candidates] or [1])
+    n = len(candidates) + len(_get(request, "cascade") or [])
+    return points, max(n * (n - 1), n, 1), "series (candidates and their pairs)", "candidates"
+
+
+def _planner_series(request: Any) -> tuple[int, int, str, str]:
+    """deployment-plan: the configurations it ranks (hardware × tp × pp × ep × batch × modes)."""
+    tp = _get(request, "tp") or [1, 2, 4, 8]
+    ep = _get(request, "ep")
+    n = (len(_get(request, "hardware") or [1] * 4) * len(tp) * len(_get(request, "pp") or [1])
+         * len(_get(request, "batch") or [1] * 16) * (len(ep) if ep else 1 + len(tp)))
+    modes = 2 if _get(request, "mode") == "both" else 1
+    return 1, max(n * modes, 1), "configurations (every expert-parallel degree counted)", "batch"
+
+
+def _list_series(name: str, label: str) -> Callable[[Any], tuple[int, int, str, str]]:
+    """A calculator that repeats every point once per entry of its list field `name` (plus the base)."""
+    def series(request: Any) -> tuple[int, int, str, str]:
+        return 1, 1 + len(_get(request, name) or []), label, name
+    series.__doc__ = f"1 + len({name}): {label}"
+    return series
+
+
+#: calculators that multiply every point by a list of their own: request -> (points, series, label, field)
+SERIES: dict[str, Callable[[Any], tuple[int, int, str, str]]] = {
+    "routing-cost": _routing_series,
+    "deployment-plan": _planner_series,
+    "collective": _list_series("then", "collectives"),
+    "transfer-path": _list_series("plans", "plans"),
+    "capacity": _list_series("resources", "resources"),
+    "weight-memory": _list_series("compare_formats", "formats"),
+}
+
+
+def cost_of(calc: Any, request: Any) -> Cost:
+    """The cost of `request` (a validated request model or a raw body) for calculator `calc`, before any work."""
+    cost = Cost(calc.name)
+    points, cost.sweep_field = _sweep(request, calc.sweepable)
+    if calc.grid and _get(request, "grid") is True:        # every combination of the axes, not their pairs
+        grid_points, longest, cost.grid = _grid(request, calc.grid)
+        if grid_points > points:
+            points, cost.sweep_field = grid_points, longest
+    series_of = SERIES.get(calc.name)
+    if series_of is not None:
+        own_points, cost.series, cost.series_label, series_field = series_of(request)
+        if own_points > points:
+            points, cost.sweep_field = own_points, series_field
+        if cost.series > 1:
+            cost.field = series_field
+    variants = _get(request, "what_if")
+    variants = list(variants) if isinstance(variants, (list, tuple)) else []
+    per_variant = [points]
+    for v in variants:   # a variant sweeps its own lists where it gives them, else the base's
+        own, _ = _sweep(v, calc.sweepable)
+        per_variant.append(max(points, own))
+    cost.points = max(per_variant)
+    cost.variants = len(per_variant)
+    cost.evaluations = sum(per_variant) * cost.series
+    if cost.variants > 1:
+        cost.field = "what_if"
+    elif cost.series == 1 and cost.sweep_field:
+        cost.field = cost.sweep_field
+    return cost
+
+
+# --------------------------------------------------------------------------- refusals
+
+class LimitExceeded(CalcInputError):
+    """A request whose cost is over a limit: a 413 naming the limit, the cost and how to split it."""
+
+    def __init__(self, field: str, message: str, *, limit_name: str, limit_value: float, cost: dict[str, Any],
+                 advice: str):
+        super().__init__(field, message, status=413)
+        self.extensions = {"limit": {"name": limit_name.lower(), "env": ENV_PREFIX + limit_name, "value": limit_value},
+                           "cost": cost, "advice": advice}
+
+
+def _advice(cost: Cost, allowed: float) -> str:
+    """How to split `cost` into requests of at most `allowed` point-evaluations."""
+    if cost.variants > 1 and cost.points * cost.series <= allowed:
+        return "send the variants (what_if) in separate requests"
+    if cost.series > 1 and cost.points * cost.variants <= allowed and cost.calculator == "deployment-plan":
+        chunk = max(int(allowed // max(cost.points * cost.variants, 1)), 1)
+        return f"narrow tp, pp, ep, batch or hardware to at most {chunk:,} {cost.series_label} per request"
+    if cost.series > 1 and cost.points * cost.variants <= allowed:
+        return f"compare fewer {cost.series_label} per request"
+    per = max(int(allowed // max(cost.variants * cost.series, 1)), 1)
+    if cost.grid:
+        return (f"shrink the grid ({cost.grid}) to at most {per:,} points, or split its longest axis "
+                f"`{cost.sweep_field}` across requests")
+    where = f" of `{cost.sweep_field}`" if cost.sweep_field else ""
+    extra = " and send the variants (what_if) separately" if cost.variants > 1 and per < 1 else ""
+    return f"split the sweep{where} into requests of at most {per:,} points{extra}"
+
+
+def _over(cost: Cost, evaluations: float, cpu_s: float, memory: float, answer: float) -> tuple[str, float, str, float] | None:
+    """The first limit a cost of these totals is over: (name, limit, what was estimated, the point-evaluations
+    every limit together allows this calculator)."""
+    p = cost.profile
+    checks = (
+        ("EVALUATIONS", evaluations, lambda lim: f"limit {_count(lim)} point-evaluations", 1.0),
+        ("CPU_S", cpu_s, lambda lim: f"~{cpu_s:.3g} s of CPU estimated, limit {lim:g} s", p.cpu_s),
+        ("MEMORY_BYTES", memory, lambda lim: f"~{_mib(memory)} of memory estimated, limit {_mib(lim)}", p.memory_bytes),
+        ("ANSWER_BYTES", answer, lambda lim: f"an answer of ~{_mib(answer)} estimated, limit {_mib(lim)}", p.answer_bytes),
+    )
+    allowed = min(limit(name) / per_eval for name, _, _, per_eval in checks if per_eval > 0)
+    for name, value, words, _ in checks:
+        lim = limit(name)
+        if value > lim:
+            return name, lim, words(lim), allowed
+    return None
+
+
+def check(calc: Any, request: Any) -> Cost:
+    """The cost of `request`, or LimitExceeded when it is over a limit (called before any work)."""
+    cost = cost_of(calc, request)
+    over = _over(cost, cost.evaluations, cost.cpu_s, cost.memory_bytes, cost.answer_bytes)
+    if over is None:
+        return cost
+    name, lim, words, allowed = over
+    advice = _advice(cost, allowed)
+    raise LimitExceeded(cost.field, f"{calc.name}: {cost.describe()}: {words}: {advice}",
+                        limit_name=name, limit_value=lim, cost=cost.as_dict(), advice=advice)
+
+
+def check_total(costs: Iterable[Cost], where: str = "requests") -> None:
+    """A batch is one request: the sum of its items' costs must fit the same limits (LimitExceeded if not)."""
+    costs = list(costs)
+    if not costs:
+        return
+    evaluations = sum(c.evaluations for c in costs)
+    cpu_s = sum(c.cpu_s for c in costs)
+    answer = sum(c.answer_bytes for c in costs)
+    memory = answer + max(c.memory_bytes for c in costs)     # answers are kept; one calculation runs at a time
+    total = Cost("batch", evaluations=evaluations)
+    fields = (("EVALUATIONS", evaluations), ("CPU_S", cpu_s), ("MEMORY_BYTES", memory), ("ANSWER_BYTES", answer))
+    for name, value in fields:
+        lim = limit(name)
+        if value > lim:
+            parts = max(math.ceil(value / lim), 2)
+            unit = {"EVALUATIONS": f"{_count(value)} point-evaluations, limit {_count(lim)}",
+                    "CPU_S": f"~{value:.3g} s of CPU estimated, limit {lim:g} s",
+                    "MEMORY_BYTES": f"~{_mib(value)} of memory estimated, limit {_mib(lim)}",
+                    "ANSWER_BYTES": f"an answer of ~{_mib(value)} estimated, limit {_mib(lim)}"}[name]
+            advice = f"split the batch into at least {parts} batches"
+            cost = total.as_dict() | {"items": len(costs), "estimated_cpu_s": round(cpu_s, 3),
+                                      "estimated_memory_bytes": int(memory), "estimated_answer_bytes": int(answer)}
+            raise LimitExceeded(where, f"batch of {len(costs):,} items: {unit}: {advice}",
+                                limit_name=name, limit_value=lim, cost=cost, advice=advice)
+

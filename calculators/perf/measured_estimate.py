@@ -1,0 +1,97 @@
+"""The measured estimate beside the peak-rate bound, the same way in every calculator that times a step.
+
+Contract: a request field `estimate` = "bound" | "measured" | "both" (default: "both" where measured kernels
+exist for the hardware, else "bound"). Outputs keep `time_s` (or the calculator's own step time) as the
+bound and add `measured_time_s`, its per-op parts, the measured/bound ratio, the share of extrapolated
+lookups and the framework and version whose kernels were measured.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from calculators.framework.core import CalcInputError, Lookup, Result, first, fmt_s, num, out
+
+Estimate = Literal["bound", "measured", "both"]
+ESTIMATE_FIELD = Field(None, description="bound: peak-rate bound only; measured: also the estimate from measured kernels "
+                       "(NVIDIA AIConfigurator's tables, a 422 where none exist); both: the two side by side. Default: "
+                       "both where measured kernels exist for the hardware, else bound.")
+
+
+def measured_system_of(lookup: Lookup, hardware_id: str | None) -> str | None:
+    """The measured system of a hardware id (None when none is measured)."""
+    if not hardware_id:
+        return None
+    try:
+        return (lookup("measurement", "systems").get("hardware") or {}).get(hardware_id)
+    except KeyError:
+        return None
+
+
+def _skip(mode: str | None, why: str, res: Result) -> None:
+    if mode == "measured":
+        raise CalcInputError("estimate", f"no measured estimate: {why}; use estimate='bound'")
+    res.assume(f"No measured estimate: {why}.")
+
+
+def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | None, phase: str, batch: Any,
+                  tokens: Any, context_tokens: Any, tp: Any, weight_format: Any, kv_format: Any,
+                  bound_s: Any) -> dict:
+    """Outputs of the measured estimate of a decode or prefill step (empty when not asked for or not possible)."""
+    from calculators.domain.formats import format_label
+    from calculators.perf.measured_step import decode_step, prefill_step
+    from calculators.perf.measured_tables import load_system
+    from calculators.domain.hardware import hardware_spec
+
+    mode = getattr(req, "estimate", None)
+    if mode == "bound":
+        return {}
+    if hardware_id is None and mode != "measured":
+        return {}   # explicit rates: nothing to look up, nothing to say
+    system_name = measured_system_of(lookup, hardware_id)
+    if system_name is None:
+        _skip(mode, f"no measured kernels for hardware {hardware_id!r}" if hardware_id else "no hardware id given", res)
+        return {}
+    if arch is None:
+        _skip(mode, "the model's layers are not itemised (hybrid or linear attention), so its kernels cannot be looked up",
+              res)
+        return {}
+    hw = hardware_spec(lookup, hardware_id)
+    try:
+        system = load_system(lookup, system_name, hw)
+        wf, kf = format_label(weight_format), format_label(kv_format)
+        if phase == "decode":
+            est = decode_step(arch, system, batch=batch, context_tokens=context_tokens, tp=tp, weight_dtype=wf, kv_dtype=kf)
+        else:
+            est = prefill_step(arch, system, batch=batch, tokens=tokens, tp=tp, weight_dtype=wf, kv_dtype=kf,
+                               context_tokens=context_tokens)
+    except CalcInputError as exc:
+        _skip(mode or "both", exc.message, res)
+        return {}
+    for table, rec in system.tables.items():
+        res.cite({"record": system_name, "field": f"measured {table}", "value": None, "source": "aiconfigurator-core-0.12.0",
+                  "locator": f"{rec.get('file')} (sha256 {str(rec.get('sha256'))[:12]}…)"})
+    total = np.asarray(est.total_s, dtype=float)
+    bound = np.asarray(bound_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(bound > 0, total / np.where(bound > 0, bound, 1.0), np.nan)
+    res.step("measured estimate", "Σ over ops of the measured kernel time (interpolated), × layers",
+             " + ".join(f"{k} {fmt_s(first(v))}" for k, v in est.parts_s.items() if np.any(np.asarray(v) > 0)),
+             total, "s")
+    res.step("measured / bound", "t_measured / t_bound", f"{fmt_s(first(total))} / {fmt_s(first(bound))}", ratio, "×")
+    frac = np.asarray(est.extrapolated_fraction, dtype=float)
+    res.assume(f"Measured estimate: {est.framework} {est.version} kernels measured on {system_name} "
+               f"({system.tables[next(iter(system.tables))].get('gpu', '?')}) by NVIDIA AIConfigurator (Apache-2.0), "
+               "interpolated to this shape and summed op by op with no overlap; "
+               f"{num(first(frac) * 100, 3)} % of the lookups fell outside the measured range and were scaled from the "
+               "nearest measured efficiency. Not modelled: " + "; ".join(est.not_modelled) + ".")
+    return {
+        "measured_time_s": out(total),
+        "measured_parts_s": {k: out(np.asarray(v, dtype=float)) for k, v in est.parts_s.items()},
+        "measured_to_bound_ratio": out(ratio),
+        "measured_extrapolated_fraction": out(frac),
+        "measured_kernels": {"system": system_name, "framework": est.framework, "version": est.version,
+                             "tables": dict(est.tables)},
+    }
