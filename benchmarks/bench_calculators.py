@@ -69,7 +69,7 @@ def _sweep_of(calc, field: str, n: int):
 
 def sweep_body(calc, n: int, lookup):
     """The first sweepable field whose sweep the calculator accepts (checked on 10 points first)."""
-    from calculators.framework.core import CalcInputError
+    from calculators.framework import CalcInputError
 
     for field in calc.sweepable:
         small = _sweep_of(calc, field, 10)
@@ -88,7 +88,7 @@ def main() -> None:
 
     from api.app import create_app
     from api.settings import Settings
-    from calculators.framework.core import CalcInputError
+    from calculators.framework import CalcInputError
     from knowledge.build import build
     from knowledge.store import Store
 

@@ -32,7 +32,7 @@ for _name in ("EVALUATIONS", "CPU_S", "MEMORY_BYTES", "ANSWER_BYTES"):
 from api.responses import dumps
 from benchmarks.bench_calculators import sweep_body
 from calculators.framework import limits
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.framework.registry import REGISTRY
 from calculators.framework.runner import RunError, run
 from knowledge.loader import catalog_lookup, default_catalog

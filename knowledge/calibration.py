@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 
 from calculators.domain.architecture import Arch, arch_from_record, model_weight_bytes
-from calculators.framework.core import CalcInputError, Lookup, Result
+from calculators.framework import CalcInputError, Lookup, Result
 from calculators.perf.measured import leave_one_out
 from calculators.perf.measured_step import NOT_MODELLED, StepEstimate, decode_step, prefill_step
 from calculators.perf.measured_tables import MeasuredSystem, load_system

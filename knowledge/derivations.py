@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from calculators.framework import runner
-from calculators.framework.core import Lookup
+from calculators.framework import Lookup
 
 REL_TOL = 1e-9
 

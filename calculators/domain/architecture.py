@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     CalcInputError,
     Lookup,
     RecordMemo,

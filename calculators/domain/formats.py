@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BeforeValidator, Field
 
-from calculators.framework.core import CalcInputError, CalcRequest, Fraction, num
+from calculators.framework import CalcInputError, CalcRequest, Fraction, num
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from calculators.framework.core import CalcInputError, Lookup, RecordMemo, Result, fetch, num
+from calculators.framework import CalcInputError, Lookup, RecordMemo, Result, fetch, num
 
 # --------------------------------------------------------------------------- the memory rule
 
@@ -42,7 +42,7 @@ def usable_memory_bytes(capacity_bytes: Any, memory_utilization: float | None = 
 def explain_memory_rule(res: Result, capacity_bytes: float, memory_utilization: float | None,
                         runtime_reserve_bytes: float | None, label: str = "usable memory per device") -> Any:
     """Apply the memory rule and record it as a step and an assumption."""
-    from calculators.framework.core import fmt_bytes
+    from calculators.framework import fmt_bytes
 
     u = DEFAULT_MEMORY_UTILIZATION if memory_utilization is None else memory_utilization
     r = DEFAULT_RUNTIME_RESERVE_BYTES if runtime_reserve_bytes is None else runtime_reserve_bytes

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 
 #: layer_types entries this module understands
 LAYER_TYPES = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from calculators.framework.core import Lookup, Result
+from calculators.framework.lookup import Lookup
+from calculators.framework.result import Result
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from calculators.framework.core import CalcInputError
+from calculators.framework.errors import CalcInputError
 
 # --------------------------------------------------------------------------- limits (env-overridable)
 

@@ -17,17 +17,11 @@ from pydantic import BaseModel, ValidationError
 
 from calculators.framework import limits
 from calculators.framework.calculator import Calculator
-from calculators.framework.core import (
-    CalcInputError,
-    CalcRequest,
-    Lookup,
-    Result,
-    UnknownId,
-    ids_of,
-    no_lookup,
-    on_grid,
-    request_inputs,
-)
+from calculators.framework.errors import CalcInputError, UnknownId
+from calculators.framework.request import CalcRequest
+from calculators.framework.lookup import Lookup, ids_of, no_lookup
+from calculators.framework.result import Result, request_inputs
+from calculators.framework.sweeps import on_grid
 from calculators.framework.registry import REGISTRY
 from calculators.framework.suggest import close_matches, phrase
 

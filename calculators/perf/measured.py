@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.perf.measured_tables import (
     FLAG_NAMES,
     HOLE,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import CalcInputError, Lookup, Result, first, fmt_s, num, out
+from calculators.framework import CalcInputError, Lookup, Result, first, fmt_s, num, out
 
 Estimate = Literal["bound", "measured", "both"]
 ESTIMATE_FIELD = Field(None, description="bound: peak-rate bound only; measured: also the estimate from measured kernels "

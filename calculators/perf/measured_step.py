@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from calculators.domain.architecture import Arch, ledger
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.perf.measured import (
     _allreduce,
     _attention,

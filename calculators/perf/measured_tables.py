@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from calculators.framework.core import CalcInputError, Lookup
+from calculators.framework import CalcInputError, Lookup
 from calculators.domain.formats import FORMATS, canonical_name
 
 #: latency columns of the measured tables are in milliseconds

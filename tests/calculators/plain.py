@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from calculators.framework.core import Lookup, jsonable, no_lookup
+from calculators.framework import Lookup, jsonable, no_lookup
 from calculators.framework.runner import compute as compute_arrays
 
 

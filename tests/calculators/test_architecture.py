@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.domain.formats import FORMATS
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 from knowledge.loader import catalog_lookup, default_catalog
@@ -96,7 +96,7 @@ def test_cache_and_written_bytes_agree_with_the_stream_by_stream_sizes():
 
 def test_a_model_record_is_read_once_and_cited_every_time(lookup):
     from calculators.domain.architecture import arch_from_record, groups_from_model, ledger
-    from calculators.framework.core import Result
+    from calculators.framework import Result
     rec = lookup("model", "qwen3-8b")
     r1, r2 = Result({}, {}), Result({}, {})
     a1, a2 = arch_from_record(rec, r1), arch_from_record(rec, r2)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 MIB = 2**20

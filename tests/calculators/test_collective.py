@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from tests.calculators.plain import compute as run  # first: loads every calculator family (outputs as plain values)
 from calculators.families.network.collective import collective_cost  # noqa: E402
-from calculators.framework.core import CalcInputError, UnknownId, no_lookup
+from calculators.framework import CalcInputError, UnknownId, no_lookup
 
 MiB, KiB, GiB = 2**20, 2**10, 2**30
 OPS = ["all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce", "point_to_point"]

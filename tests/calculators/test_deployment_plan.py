@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from calculators.framework.core import GIB, CalcInputError
+from calculators.framework import GIB, CalcInputError
 from calculators.framework.runner import compute
 from knowledge.loader import catalog_lookup, default_catalog
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 RAW = {"upload_bytes": 30e6, "download_bytes": 5e6, "uplink_bits_per_s": 20e6,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from calculators.families.network.max_flow import MAX_EDGES, MAX_NODES, max_flow
 from tests.calculators.plain import compute as run
 

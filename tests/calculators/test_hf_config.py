@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.domain.hf_config import record_from_config
 
 CONFIGS = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "model-configs"

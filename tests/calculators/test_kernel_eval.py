@@ -6,7 +6,7 @@ import math
 import pytest
 from hypothesis import given, strategies as st
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 

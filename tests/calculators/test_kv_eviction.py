@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from calculators.framework.registry import REGISTRY
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calculators.domain.architecture import arch_from_record
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.perf.measured import (
     allreduce_latency,
     context_attention_latency,

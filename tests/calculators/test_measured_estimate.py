@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from calculators.domain.architecture import arch_from_record
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.perf.measured_step import decode_step
 from calculators.perf.measured_tables import load_system
 from calculators.framework.runner import compute

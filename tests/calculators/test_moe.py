@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import GIB, MIB, CalcInputError, no_lookup
+from calculators.framework import GIB, MIB, CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 QWEN = {"expert_hidden_size": 4096, "expert_ffn_size": 1536, "experts": 128, "experts_per_token": 8, "shared_experts": 0}

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import GIB, MIB, CalcInputError, no_lookup
+from calculators.framework import GIB, MIB, CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 US, MS = 1e-6, 1e-3

@@ -58,7 +58,7 @@ def test_no_declared_bound_is_silently_dropped(model):
 
 
 def test_the_check_catches_the_pattern():
-    from calculators.framework.core import CalcRequest, PosInt
+    from calculators.framework import CalcRequest, PosInt
     from pydantic import Field
 
     class Bad(CalcRequest):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import GIB, CalcInputError, no_lookup
+from calculators.framework import GIB, CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 QWEN3_8B = {"layers": 36, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn_size": 12288,
@@ -209,7 +209,7 @@ GRID_AXES = {"batch": [1, 8, 64], "context_tokens": [0, 1024, 32768, 131072], "k
 
 def _answer(body, lookup):
     """The JSON answer's outputs (grids spread over their whole shape), as plain Python values."""
-    from calculators.framework.core import jsonable
+    from calculators.framework import jsonable
     from calculators.framework.runner import run as run_envelope
     return jsonable(run_envelope("roofline", body, lookup)["outputs"])
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, UnknownId, no_lookup
+from calculators.framework import CalcInputError, UnknownId, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 A = {"name": "A", "price_per_mtok": {"input": 1, "cache_read": 0.1, "output": 4},

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 

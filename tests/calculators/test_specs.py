@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.framework.core import GIB, CalcInputError
+from calculators.framework import GIB, CalcInputError
 from calculators.domain.formats import FORMATS, resolve_format
 from calculators.framework.runner import compute as run
 from calculators.framework.runner import solve

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import CalcInputError, no_lookup
+from calculators.framework import CalcInputError, no_lookup
 from calculators.framework.runner import compute as run
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from calculators.framework.core import GIB, CalcInputError, no_lookup
+from calculators.framework import GIB, CalcInputError, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 QWEN3_8B = {"layers": 36, "hidden_size": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn_size": 12288,

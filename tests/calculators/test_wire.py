@@ -12,7 +12,7 @@ import pytest
 
 from api.markdown import render_markdown
 from api.responses import dumps
-from calculators.framework.core import Points, Result, first, jsonable, out, whole_numbers
+from calculators.framework import Points, Result, first, jsonable, out, whole_numbers
 from calculators.framework.registry import REGISTRY
 from calculators.framework.runner import compute, envelope, run
 
@@ -164,7 +164,7 @@ def test_envelope_of_a_sweep_keeps_arrays_until_encoded(lookup):
 
 
 def test_an_integer_sweep_reads_into_the_same_array_as_numpy_would():
-    from calculators.framework.core import IntPoints
+    from calculators.framework import IntPoints
     req = REGISTRY["roofline"].request_model.model_validate({**SWEEP, "batch": [1, 2, 10**15, 7] * 5})
     assert type(req.batch) is IntPoints
     for dtype in (None, float, np.int64):
@@ -177,7 +177,7 @@ def test_an_integer_sweep_reads_into_the_same_array_as_numpy_would():
 @pytest.mark.parametrize("options", [{}, {"exclude_none": True}, {"exclude_unset": True, "by_alias": True},
                                      {"exclude_none": True, "exclude_unset": True}])
 def test_request_inputs_are_what_model_dump_gives_in_the_same_order(options):
-    from calculators.framework.core import request_inputs
+    from calculators.framework import request_inputs
     for name, body in (("roofline", SWEEP), ("roofline", {**SWEEP, "batch": 8}),
                        ("kv-cache", {"model_config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
                                                        "num_key_value_heads": 2, "vocab_size": 100}, "tokens": [1, 2, 3]})):
@@ -188,7 +188,7 @@ def test_request_inputs_are_what_model_dump_gives_in_the_same_order(options):
 
 
 def test_a_record_memo_keys_on_the_record_itself():
-    from calculators.framework.core import RecordMemo
+    from calculators.framework import RecordMemo
     memo, made = RecordMemo(maxsize=2), []
     make = lambda: made.append(1) or object()
     a, b = {"id": "a"}, {"id": "a"}                 # equal, not the same record

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from calculators.framework.core import MAX_LIST_LENGTH
+from calculators.framework import MAX_LIST_LENGTH
 
 KV = "/api/v1/calculators/kv-cache"
 

@@ -120,7 +120,7 @@ def _value(page, path: str) -> str | None:
 
 
 def test_home_to_case_to_recompute_shows_the_expected_number(page, server):
-    from calculators.framework.core import num
+    from calculators.framework import num
 
     d = _bound_example()
     assert d is not None, "no worked example is bound to a registered calculator"

@@ -8,7 +8,7 @@ import json
 import pytest
 import yaml
 
-from calculators.framework.core import CalcInputError
+from calculators.framework import CalcInputError
 from calculators.domain.hf_config import record_from_config
 from calculators.framework.runner import compute as run
 from knowledge.model_import import CONFIG_DIR, build_record, from_manifest_entry, main

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from calculators.framework.core import GIB
+from calculators.framework import GIB
 from calculators.framework.runner import compute
 from knowledge.build import BuildError, build
 from knowledge.loader import DATA_DIR

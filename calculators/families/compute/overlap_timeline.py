@@ -20,13 +20,13 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, PosFloat, PosInt, PosIntSweep, Result, first,
     fmt_bytes, fmt_s, out,
 )
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 def _out(x):

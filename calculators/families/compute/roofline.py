@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, StrictBool, field_validator, model_validator
 
-from calculators.framework.core import (
+from calculators.framework import (
     GRID_FIELD,
     CalcInputError,
     CalcRequest,
@@ -44,7 +44,7 @@ from calculators.framework.core import (
     whole_numbers,
 )
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.domain.hardware import hardware_spec, note_scope
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
 from calculators.domain.formats import FORMATS, resolve_format, shipped_weight_formats

@@ -15,13 +15,13 @@ from pydantic import Field
 
 import numpy as np
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result, aligned, broadcast,
     first, num, out, quiet,
 )
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator
+from calculators.framework import Calculator
 
 
 class Measurement(CalcRequest):

@@ -16,13 +16,13 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, PosIntSweep, Result, broadcast, first, num, out, quiet,
 )
-from calculators.framework.core import aligned, whole_numbers
+from calculators.framework import aligned, whole_numbers
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 # =========================================================================== chunk padding

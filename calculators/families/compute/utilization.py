@@ -14,14 +14,14 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result,
     broadcast, first, num, out, quiet,
 )
-from calculators.framework.core import aligned, whole_numbers
+from calculators.framework import aligned, whole_numbers
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator
+from calculators.framework import Calculator
 
 
 # =========================================================================== utilisation split

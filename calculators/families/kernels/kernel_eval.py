@@ -16,9 +16,9 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet, request_inputs
+from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet, request_inputs
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator
+from calculators.framework import Calculator
 
 Finite = float
 

@@ -14,9 +14,9 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, fmt_bytes, num, out, quiet, request_inputs
+from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, fmt_bytes, num, out, quiet, request_inputs
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator
+from calculators.framework import Calculator
 
 
 # =========================================================================== attention projections

@@ -17,8 +17,8 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from calculators.framework.calculator import Calculator, Chart
-from calculators.framework.core import (
+from calculators.framework import Calculator, Chart
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     Fraction,

@@ -15,14 +15,14 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
-from calculators.framework.core import quiet
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import quiet
+from calculators.framework import Calculator, Chart
 from calculators.domain.formats import FORMAT_HELP, FormatField
 from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope
 from calculators.framework import headline as H

@@ -20,7 +20,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     FractionSweep,
@@ -47,7 +47,7 @@ from calculators.domain.architecture import MODEL_CONFIG_FIELD, SPLIT_ATTENTION,
 from calculators.families.memory.kv_cache import Architecture
 from calculators.domain.formats import FormatField, resolve_format
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 class PricePerMTok(CalcRequest):

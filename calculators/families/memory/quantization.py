@@ -20,8 +20,8 @@ from pydantic import Field
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.domain.formats import FORMATS, Fmt, FormatField, canonical_name, resolve_format
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
-from calculators.framework.core import (
+from calculators.framework import Calculator, Chart
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     Lookup,

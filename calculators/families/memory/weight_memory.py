@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework.core import (
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -48,7 +48,7 @@ from calculators.domain.architecture import (
     model_record,
 )
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.domain.formats import (
     FORMAT_HELP,
     FormatField,

@@ -22,10 +22,10 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.perf.link_fit import fit_for
 from calculators.domain.hardware import alpha_assumption, describe_fit, link_spec, measured_link_fits
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )

@@ -12,12 +12,12 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep,
     PosInt, Result, broadcast, fmt_bytes, fmt_flops, fmt_s, num, out,
 )
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.framework import headline as H
 from calculators.domain.hardware import hardware_spec, note_scope
 

@@ -16,9 +16,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from calculators.framework.core import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out, request_inputs
+from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out, request_inputs
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator
+from calculators.framework import Calculator
 
 MAX_NODES = 100
 MAX_EDGES = 500

@@ -13,14 +13,14 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
     Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.families.network.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 
 

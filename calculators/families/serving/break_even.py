@@ -19,14 +19,14 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     MAX_LIST_LENGTH, MAX_VALUE, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
     PosFloatSweep, Result, broadcast, first, num, out,
 )
-from calculators.framework.core import quiet, aligned as _aligned, whole_numbers as _ints
+from calculators.framework import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 #: a signed cost: a saving may be negative (the change makes each use slower)

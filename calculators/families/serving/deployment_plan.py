@@ -29,8 +29,8 @@ from calculators.domain.architecture import (
     ledger,
     model_record,
 )
-from calculators.framework.calculator import Calculator
-from calculators.framework.core import (
+from calculators.framework import Calculator
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     Fraction,

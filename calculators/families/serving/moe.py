@@ -20,7 +20,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num,
@@ -28,7 +28,7 @@ from calculators.framework.core import (
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 def _out(x):

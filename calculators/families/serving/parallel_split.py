@@ -16,11 +16,11 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
 )
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
 from calculators.perf.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.domain.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats

@@ -19,14 +19,14 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
     PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
 )
-from calculators.framework.core import quiet, aligned as _aligned, whole_numbers as _ints
+from calculators.framework import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 #: largest server count the search for `servers_needed` tries

@@ -15,13 +15,13 @@ import math
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
-from calculators.framework.core import quiet
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import quiet
+from calculators.framework import Calculator, Chart
 from calculators.framework import headline as H
 
 

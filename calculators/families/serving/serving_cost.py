@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework.core import (
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     Fraction,
@@ -38,7 +38,7 @@ from calculators.framework.core import (
     request_inputs,
 )
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.domain.architecture import (
     MODEL_CONFIG_FIELD,
     arch_from_record,

@@ -20,13 +20,13 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework.core import (
+from calculators.framework import (
     request_inputs,
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
     PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 
 def _out(x):

@@ -12,7 +12,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework.core import (
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     Lookup,
@@ -31,7 +31,7 @@ from calculators.framework.core import (
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 
 #: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
 #: where pydantic enforces it (a `le=` given to Field() next to a core alias is overridden by the alias's bound)

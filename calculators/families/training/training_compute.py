@@ -13,7 +13,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework.core import (
+from calculators.framework import (
     CalcInputError,
     CalcRequest,
     FractionSweep,
@@ -34,7 +34,7 @@ from calculators.framework.core import (
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD
 from calculators.framework import headline as hf
-from calculators.framework.calculator import Calculator, Chart
+from calculators.framework import Calculator, Chart
 from calculators.families.compute.roofline import hardware_rates
 from calculators.families.memory.weight_memory import Architecture, ledger, resolve_arch
 
