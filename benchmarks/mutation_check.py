@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from calculators.domain import architecture
-from calculators.families.network import collective
+from calculators.perf import collective
 from calculators.domain import formats
 from calculators.families.compute import roofline  # noqa: E402
 from calculators.framework.registry import REGISTRY  # noqa: E402,F401  (imports every calculator module first)
@@ -131,7 +131,7 @@ def mutate_formats() -> Iterator[None]:
 
 MUTATIONS: dict[str, tuple[str, Callable[[], Any]]] = {
     "kv": ("calculators/domain/architecture.py kv_sizes: KV bytes per token ×1.01", mutate_kv),
-    "collective": ("calculators/families/network/collective.py collective_cost: β term (wire bytes) ×1.01", mutate_collective),
+    "collective": ("calculators/perf/collective.py collective_cost: β term (wire bytes) ×1.01", mutate_collective),
     "roofline": ("calculators/families/compute/roofline.py: t_c and t_m (peak and bandwidth ÷1.01)", mutate_roofline),
     "formats": ("calculators/domain/formats.py Fmt.bytes_of / entry_bytes ×1.01", mutate_formats),
     "roofline-max": ("calculators/families/compute/roofline.py: bound max(t_c, t_m) ×1.01", mutate_roofline_max),

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from calculators.domain.hf_config import record_from_config
-from calculators.families.memory.weight_memory import arch_from_record, ledger
+from calculators.domain.architecture import arch_from_record, ledger
 from knowledge.loader import DATA_DIR
 
 CONFIG_DIR = DATA_DIR / "model-configs"

@@ -106,8 +106,6 @@ def exact(x):
     return x
 
 
-
-
 @dataclass
 class Arch:
     """Shapes as plain ints (from a request or a store record)."""
@@ -519,8 +517,6 @@ def group_lines(groups: list[GroupSpec], fmt: Fmt, n0: int) -> list[str]:
             e = int(entries_at(np.asarray(n0, dtype=np.int64), s))
             parts.append(f"{g.count}×{num(fmt.entry_bytes(s.dim))} B×{num(e)}")
     return parts
-
-
 
 
 def _per_token_and_state(groups: list[GroupSpec], fmt: Fmt, state_fmt: Fmt) -> tuple[Any, float]:

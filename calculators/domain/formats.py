@@ -177,6 +177,13 @@ def format_label(value: Any) -> str:
     return resolve_format(value).name
 
 
+def output_label(value: Any, fmt: Fmt) -> str:
+    """A format as the quantization and KV outputs name it: the canonical name of a named format, else the spec's
+    own label, or "custom" for a spec given by numbers without one."""
+    return canonical_name(value) if isinstance(value, str) else (fmt.name if fmt.layout != "given by numbers" or
+                                                                   getattr(value, "name", None) else "custom")
+
+
 def format_bytes(values: Any, fmt: Any) -> Any:
     """Bytes to store `values` values (array-friendly) in a format given by name, spec or Fmt."""
     return resolve_format(fmt).bytes_of(values)

@@ -290,3 +290,39 @@ def describe_fit(fit, exact: bool) -> str:
             f"GB/s, i.e. α = {num(fit.alpha_s * 1e6, 4)} µs per ring round and B = {num(fit.link_bytes_per_s / 1e9, 4)} GB/s "
             f"one way; RMS relative residual {num(fit.rms_relative_residual * 100, 3)} % over {fit.points} points "
             "(NVIDIA AIConfigurator measurements, Apache-2.0)")
+
+
+# --------------------------------------------------------------------------- device peaks
+
+PRECISIONS = ("FP64", "FP32", "TF32", "BF16", "FP16", "FP8", "FP6", "FP4", "INT8", "INT4")
+
+
+def hardware_rates(req, lookup: Lookup, res: Result, need_peak: bool = True, need_bw: bool = True,
+                   optional_peak: bool = False):
+    """(peak FLOP/s, bandwidth B/s, spec) per device for a request with `hardware` or explicit rates (either may be None).
+
+    A node or rack record is read per device (its totals divided by its device count), and the answer says so.
+    With `optional_peak`, a device without a sourced peak of that precision gives peak None (and an assumption).
+    """
+    peak = getattr(req, "peak_flop_per_s", None)
+    bw = getattr(req, "memory_bandwidth_bytes_per_s", None)
+    hw = None
+    if getattr(req, "hardware", None):
+        hw = hardware_spec(lookup, req.hardware, "hardware")
+        note_scope(res, hw)
+        if need_peak and peak is None:
+            try:
+                row = hw.peak(req.precision, req.sparsity)
+            except CalcInputError as e:
+                if not optional_peak:
+                    raise
+                res.assume(f"No compute time: {e.message}.")
+            else:
+                peak = row.flop_per_s
+                res.cite(row.provenance)
+                res.assume(f"Peak: {hw.id} {req.sparsity} {req.precision} row ({num(peak / 1e12)} TFLOP/s per device); "
+                           "structured-sparse peaks are never used unless sparsity='structured' is asked for.")
+        if need_bw and bw is None:
+            bw = hw.require("memory_bandwidth_bytes_per_s", "hardware")
+            hw.cite(res, "memory_bandwidth_bytes_per_s")
+    return peak, bw, hw

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Sequence
 
 
-
 class CalcInputError(ValueError):
     """A request that validates by type but cannot be computed; `loc` names the field."""
 

@@ -13,7 +13,6 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationEr
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
-
 #: Largest number of points a single sweep may broadcast to (documented in the API).
 MAX_SWEEP_POINTS = 1_000_000
 #: Largest list a single sweepable field accepts.

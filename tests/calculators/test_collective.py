@@ -9,7 +9,7 @@ from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
 from tests.calculators.plain import compute as run  # first: loads every calculator family (outputs as plain values)
-from calculators.families.network.collective import collective_cost  # noqa: E402
+from calculators.perf.collective import collective_cost  # noqa: E402
 from calculators.framework import CalcInputError, UnknownId, no_lookup
 
 MiB, KiB, GiB = 2**20, 2**10, 2**30

@@ -1,11 +1,9 @@
-"""Roofline: FLOPs and bytes of an operation or of a model step against a device's peak and bandwidth.
+"""`roofline`: FLOPs and bytes of an operation or of a model step against a device's peak and bandwidth.
 
 A model step (prefill or decode) does 2·(active matrix params)·tokens FLOPs in its linear layers,
 4·heads·head_dim FLOPs per (query, key) pair in attention (QKᵀ and AV, causal pairs only), reads
 every weight once per step (MoE: only the experts the batch touches) and reads the KV cache once.
 Time is max(FLOPs / peak, bytes / bandwidth); which term wins is the bound.
-
-Also holds `energy`: energy = power × time, joules per token, and the CMOS dynamic-power ratio.
 """
 from __future__ import annotations
 
@@ -16,81 +14,20 @@ import numpy as np
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from calculators.framework import (
-    GRID_FIELD,
-    CalcInputError,
-    CalcRequest,
-    Fraction,
-    Lookup,
-    NonNegFloat,
-    NonNegFloatSweep,
-    NonNegIntSweep,
-    PosFloat,
-    PosFloatSweep,
-    PosInt,
-    PosIntSweep,
-    Result,
-    broadcast,
-    fact_source,
-    fact_value,
-    first,
-    fmt_bytes,
-    fmt_flops,
-    fmt_s,
-    grid_axes,
-    grid_shape,
-    num,
-    out,
-    request_inputs,
-    whole_numbers,
+    GRID_FIELD, CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegIntSweep, PosFloat,
+    PosFloatSweep, PosInt, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_flops, fmt_s,
+    grid_axes, grid_shape, num, out, request_inputs, whole_numbers,
 )
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.hardware import hardware_spec, note_scope
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
 from calculators.domain.formats import FORMATS, resolve_format, shipped_weight_formats
+from calculators.perf.step_terms import causal_pairs, moe_split, published_moe_split
 from calculators.perf.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
-from calculators.families.memory.weight_memory import (
-    Architecture,
-    Format,
-    format_bytes,
-    ledger,
-    resolve_arch,
-)
-
-# --------------------------------------------------------------------------- device peaks
-
-PRECISIONS = ("FP64", "FP32", "TF32", "BF16", "FP16", "FP8", "FP6", "FP4", "INT8", "INT4")
-
-
-def hardware_rates(req, lookup: Lookup, res: Result, need_peak: bool = True, need_bw: bool = True,
-                   optional_peak: bool = False):
-    """(peak FLOP/s, bandwidth B/s, spec) per device for a request with `hardware` or explicit rates (either may be None).
-
-    A node or rack record is read per device (its totals divided by its device count), and the answer says so.
-    With `optional_peak`, a device without a sourced peak of that precision gives peak None (and an assumption).
-    """
-    peak = getattr(req, "peak_flop_per_s", None)
-    bw = getattr(req, "memory_bandwidth_bytes_per_s", None)
-    hw = None
-    if getattr(req, "hardware", None):
-        hw = hardware_spec(lookup, req.hardware, "hardware")
-        note_scope(res, hw)
-        if need_peak and peak is None:
-            try:
-                row = hw.peak(req.precision, req.sparsity)
-            except CalcInputError as e:
-                if not optional_peak:
-                    raise
-                res.assume(f"No compute time: {e.message}.")
-            else:
-                peak = row.flop_per_s
-                res.cite(row.provenance)
-                res.assume(f"Peak: {hw.id} {req.sparsity} {req.precision} row ({num(peak / 1e12)} TFLOP/s per device); "
-                           "structured-sparse peaks are never used unless sparsity='structured' is asked for.")
-        if need_bw and bw is None:
-            bw = hw.require("memory_bandwidth_bytes_per_s", "hardware")
-            hw.cite(res, "memory_bandwidth_bytes_per_s")
-    return peak, bw, hw
+from calculators.domain.architecture import ledger
+from calculators.domain.formats import FormatField as Format, format_bytes
+from calculators.domain.hardware import hardware_rates
+from calculators.domain.requests import ShapeArchitecture, resolve_arch
 
 
 # --------------------------------------------------------------------------- operations
@@ -154,7 +91,7 @@ class RooflineRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
     estimate: Estimate | None = ESTIMATE_FIELD
-    architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
+    architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloat | None = Field(None, description="Active parameters per token (no shapes: attention not counted).")
     phase: Literal["prefill", "decode"] = Field("decode", description="prefill: `tokens` prompt tokens per sequence; decode: `tokens` new tokens per sequence (1, or more for speculative verification).")
     tokens: PosIntSweep = Field(1, description="Tokens per sequence processed in this step. Sweepable.", examples=[8192])
@@ -258,17 +195,6 @@ def _ratio(num_, den):
         return np.where(positive, num_ / np.where(positive, den, 1.0), np.inf)
 
 
-def causal_pairs(p, s, window=None):
-    """(query, key) pairs when p new tokens follow s cached ones; keys limited to `window` when given."""
-    p = np.asarray(p, dtype=float)
-    s = np.asarray(s, dtype=float)
-    if window is None:
-        return p * s + p * (p + 1) / 2
-    w = float(window)
-    cnt = np.clip(w - s, 0, p)                       # positions whose whole history fits in the window
-    return cnt * s + cnt * (cnt + 1) / 2 + (p - cnt) * w
-
-
 def _op(req: RooflineRequest, res: Result) -> dict:
     op = req.operation
     if isinstance(op, GemmOp):
@@ -328,41 +254,6 @@ def _op(req: RooflineRequest, res: Result) -> dict:
     if np.any(flops):
         res.step("FLOPs", "F × count", f"{num(first(x['operation.flops']))} × {num(first(c))}", flops, "FLOP")
     return {"flops": flops, "bytes": byts, "extra": {"read_bytes": out(rd * c), "write_bytes": out(wr * c)}}
-
-
-def _moe_split(rec: dict) -> tuple[float, float, int, int] | None:
-    """(routed expert params per MoE layer per expert, MoE layers, experts, top-k) from a record's moe facts."""
-    moe = rec.get("moe")
-    if not moe:
-        return None
-    d = fact_value(rec, "hidden_size", required=False)
-    layers = fact_value(rec, "layers", required=False)
-    if not d or not layers:
-        return None
-    e = int(fact_value(rec, "moe", "experts", required=False) or 0)
-    k = int(fact_value(rec, "moe", "experts_per_token", required=False) or 0)
-    f = fact_value(rec, "moe", "expert_ffn_size", required=False)
-    dl = int(fact_value(rec, "moe", "dense_layers", required=False) or 0)
-    if not (e and k and f):
-        return None
-    return 3.0 * d * f, float(layers - dl), e, k
-
-
-def _published_split(rec: dict, res: Result, active: float, total: float, moe_layers: float, e: int, k: int,
-                     routed: float) -> tuple[float, float, int, int] | None:
-    """Per-expert size from the published counts when the record's shapes overshoot them (routed experts that work in
-    a narrower latent than the hidden size, say): total − active = (E − k) × one expert's parameters over all MoE
-    layers. None (every weight read) when the counts cannot give it either."""
-    name = rec.get("id", "the model")
-    if e > k and total > active > 0:
-        per_expert_all_layers = (total - active) / (e - k)
-        res.assume(f"{name}'s expert shapes (3·d·f per expert, {num(routed)} routed parameters) exceed its published "
-                   f"total of {num(total)}: one expert's size is taken from the published counts instead, (total − "
-                   f"active) / (E − k) = {num(per_expert_all_layers)} parameters over its {num(moe_layers)} MoE layers.")
-        return per_expert_all_layers / moe_layers, moe_layers, e, k
-    res.assume(f"{name}'s expert shapes exceed its published total and its counts do not give an expert's size: every "
-               "weight is counted as read.")
-    return None
 
 
 def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, ...] | None) -> dict:
@@ -448,12 +339,12 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, .
                        "active parameter count and attention pair FLOPs are not counted.")
         flops = 2.0 * active * n_tok
         res.step("FLOPs", "F = 2 × N_active × tokens × batch", f"2 × {num(active)} × {num(first(p))} × {num(first(b))}", flops, "FLOP")
-        split = _moe_split(rec) if rec else None
+        split = moe_split(rec) if rec else None
         if split:
             per_exp, moe_layers, e, k = split
             routed = per_exp * moe_layers * e
             if routed >= total_params:
-                split = _published_split(rec, res, active, total_params, moe_layers, e, k, routed)
+                split = published_moe_split(rec, res, active, total_params, moe_layers, e, k, routed)
         if split:
             per_exp, moe_layers, e, k = split
             routed = per_exp * moe_layers * e
@@ -664,129 +555,6 @@ def _headline(req: RooflineRequest, o: dict) -> str:
     return hf.sentence(text)
 
 
-# --------------------------------------------------------------------------- energy
-
-class DynamicPower(CalcRequest):
-    """P_dyn ≈ α·C·V²·f: ratios of a new design point to an old one (or a given power ratio)."""
-
-    voltage_old_v: PosFloat | None = Field(None, description="Supply voltage before, volts.", examples=[0.85])
-    voltage_new_v: PosFloat | None = Field(None, description="Supply voltage after, volts.", examples=[0.55])
-    frequency_ratio: PosFloat = Field(1.0, description="f_new / f_old.")
-    capacitance_ratio: PosFloat = Field(1.0, description="C_new / C_old (switched capacitance).")
-    activity_ratio: PosFloat = Field(1.0, description="α_new / α_old (switching activity).")
-    power_ratio: PosFloat | None = Field(None, description="P_new / P_old when known directly (instead of voltages).")
-    area_ratio: PosFloat | None = Field(None, description="A_new / A_old, for the power-density ratio.")
-
-    @model_validator(mode="after")
-    def _check(self):
-        volts = self.voltage_old_v is not None and self.voltage_new_v is not None
-        if volts == (self.power_ratio is not None):
-            raise ValueError("give both voltages or power_ratio (one of the two)")
-        return self
-
-
-class EnergyRequest(CalcRequest):
-    power_w: PosFloatSweep | None = Field(None, description="Power draw of one device in watts. Sweepable.", examples=[700])
-    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id whose power_w is used.", examples=["h100-sxm"])
-    devices: PosInt = Field(1, description="Devices drawing that power.")
-    utilization_of_power: Fraction = Field(1.0, description="Fraction of the rated power actually drawn (> 0).")
-    time_s: NonNegFloatSweep | None = Field(None, description="Duration in seconds. Sweepable.")
-    tokens: NonNegFloatSweep | None = Field(None, description="Tokens produced in that time (or with tokens_per_s). Sweepable.")
-    tokens_per_s: PosFloatSweep | None = Field(None, description="Throughput of all the devices together. Sweepable.")
-    dynamic_power: DynamicPower | None = Field(None, description="CMOS dynamic-power scaling between two design points.")
-
-    @model_validator(mode="after")
-    def _check(self):
-        if self.power_w is not None and self.hardware:
-            raise ValueError("give power_w or hardware, not both")
-        if self.power_w is None and not self.hardware and self.dynamic_power is None:
-            raise ValueError("give power_w, hardware or dynamic_power")
-        return self
-
-
-def compute_energy(req: EnergyRequest, lookup: Lookup) -> Result:
-    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
-    o: dict = {}
-    power = req.power_w
-    if req.hardware:
-        hw = hardware_spec(lookup, req.hardware, "hardware")
-        note_scope(res, hw)
-        power = hw.require("power_w", "hardware")
-        hw.cite(res, "power_w")
-        res.assume(f"{req.hardware} draws its rated power ({num(power)} W per device, typically the TDP) times utilization_of_power.")
-    if power is not None:
-        if req.utilization_of_power <= 0:
-            raise CalcInputError("utilization_of_power", "must be > 0")
-        x = broadcast({"power_w": power, "time_s": req.time_s if req.time_s is not None else 0.0,
-                       "tokens": req.tokens if req.tokens is not None else 0.0,
-                       "tokens_per_s": req.tokens_per_s if req.tokens_per_s is not None else 1.0})
-        p = res.step("power", "P = P_device × devices × utilization", f"{num(first(x['power_w']))} W × {req.devices} × {num(req.utilization_of_power)}",
-                     x["power_w"] * req.devices * req.utilization_of_power, "W")
-        o["power_w"] = out(p)
-        t = None
-        if req.time_s is not None:
-            t = x["time_s"]
-        elif req.tokens is not None and req.tokens_per_s is not None:
-            t = res.step("time", "t = tokens / (tokens/s)", f"{num(first(x['tokens']))} / {num(first(x['tokens_per_s']))}",
-                         x["tokens"] / x["tokens_per_s"], "s")
-        if t is not None:
-            e = res.step("energy", "E = P × t", f"{num(first(p))} W × {fmt_s(first(t))}", p * t, "J")
-            o.update(time_s=out(t), energy_j=out(e), energy_kwh=out(e / 3.6e6))
-            if req.tokens is not None:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    jpt = np.where(x["tokens"] > 0, e / np.where(x["tokens"] > 0, x["tokens"], 1.0), np.inf)
-                o["joules_per_token"] = out(jpt)
-        if req.tokens_per_s is not None:
-            jpt = res.step("energy per token", "J/token = P / (tokens/s)", f"{num(first(p))} W / {num(first(x['tokens_per_s']))} tok/s",
-                           p / x["tokens_per_s"], "J/token")
-            o["joules_per_token"] = out(jpt)
-            o["tokens_per_kwh"] = out(3.6e6 / jpt)
-        res.assume("Energy counts only the devices' own draw: host, network, cooling (PUE) are not included.")
-    dp = req.dynamic_power
-    if dp is not None:
-        if dp.power_ratio is not None:
-            ratio = dp.power_ratio
-            res.step("power ratio", "P_new / P_old (given)", num(ratio), ratio, "")
-        else:
-            vr = dp.voltage_new_v / dp.voltage_old_v
-            ratio = dp.activity_ratio * dp.capacitance_ratio * (vr * vr) * dp.frequency_ratio  # float ** raises on overflow
-            res.step("power ratio", "P_new/P_old = (α'/α)(C'/C)(V'/V)²(f'/f)",
-                     f"{num(dp.activity_ratio)} × {num(dp.capacitance_ratio)} × ({num(dp.voltage_new_v)}/{num(dp.voltage_old_v)})² × {num(dp.frequency_ratio)}",
-                     ratio, "")
-            res.assume("Dynamic power only (P ≈ α·C·V²·f); leakage and the other terms are held out.")
-        o.update(power_ratio=ratio, power_reduction=1.0 - ratio)
-        if dp.area_ratio is not None:
-            dens = res.step("power density ratio", "(P_new/P_old) / (A_new/A_old)", f"{num(ratio)} / {num(dp.area_ratio)}",
-                            ratio / dp.area_ratio, "")
-            o["power_density_ratio"] = dens
-    res.outputs = o
-    res.headline = _energy_headline(req, o)
-    return res
-
-
-def _energy_headline(req, o: dict) -> str:
-    """Energy, energy per token, and the power what-if (a sweep: its first point)."""
-    n = hf.n_points(*(o.get(k) for k in ("power_w", "time_s", "energy_j", "joules_per_token")))
-    parts = []
-    if o.get("power_w") is not None:
-        who = f"{hf.fmt_count(req.devices)} × {req.hardware}" if getattr(req, "hardware", None) else "The devices"
-        text = f"{who} draw {hf.fmt_num(o['power_w'])} W"
-        if o.get("energy_j") is not None:
-            text += (f" and use {hf.fmt_num(o.get('energy_kwh'))} kWh ({hf.fmt_big(o['energy_j'])} J) in "
-                     f"{hf.fmt_seconds(o.get('time_s'))}")
-        if o.get("joules_per_token") is not None:
-            text += f", {hf.fmt_num(o['joules_per_token'])} J per token"
-        if o.get("tokens_per_kwh") is not None:
-            text += f" ({hf.fmt_big(o['tokens_per_kwh'])} tokens per kWh)"
-        if n > 1:
-            text += f" (first of {n:,} points)"
-        parts.append(text)
-    if o.get("power_ratio") is not None:
-        parts.append(f"the power change scales dynamic power by {hf.fmt_num(o['power_ratio'])}× "
-                     f"({hf.fmt_pct(o.get('power_reduction'))} reduction)")
-    return hf.sentence("; ".join(parts) or "No energy or power figure was computed")
-
-
 CALCULATORS = [
     Calculator(
         name="roofline",
@@ -811,19 +579,6 @@ CALCULATORS = [
         extra_examples=({"operation": {"kind": "gemm", "m": 1024, "k": 4096, "n": 12288}, "peak_flop_per_s": 989e12,
                          "memory_bandwidth_bytes_per_s": 3.35e12},),
     ),
-    Calculator(
-        name="energy",
-        family="energy",
-        title="Energy, joules per token and dynamic-power scaling",
-        summary="Energy = power × time for devices of a hardware id or a given power, joules per token at a throughput, "
-                "and the CMOS dynamic-power ratio (α·C·V²·f) between two design points with its power density.",
-        description="E = P·devices·utilization·t; J/token = P/(tokens/s). Dynamic power P ≈ α·C·V²·f, so a voltage "
-                    "change alone scales power by (V'/V)²; density ratio = power ratio / area ratio. Device draw only.",
-        request_model=EnergyRequest,
-        compute=compute_energy,
-        example={"hardware": "h100-sxm", "devices": 8, "tokens_per_s": 20000, "time_s": 3600},
-        cases=("logicfolding-energy",),
-        sweepable=("power_w", "time_s", "tokens", "tokens_per_s"),
-        chart=Chart(x="tokens_per_s", y=("joules_per_token",), x_label="tokens/s", y_label="J/token"),
-    ),
+
+
 ]

@@ -43,47 +43,10 @@ from calculators.domain.architecture import (
     model_weight_bytes,
     resolve_groups,
 )
-from calculators.domain.formats import FORMAT_HELP, Fmt, FormatField, resolve_format
+from calculators.domain.formats import output_label, FORMAT_HELP, Fmt, FormatField, resolve_format
 from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope
-from calculators.families.memory.quantization import format_label
+from calculators.domain.requests import Architecture
 from calculators.framework import headline as H
-
-
-Count = Annotated[int, Field(ge=0, le=10**6)]
-Dim = Annotated[int, Field(ge=1, le=10**9)]
-Heads = Annotated[int, Field(ge=1, le=10**6)]
-
-
-class Stream(CalcRequest):
-    """One cached stream of a layer: `dim` values per retained entry."""
-
-    name: str | None = Field(None, max_length=100, description="Label (kv, latent, window, compressed, indexer).")
-    dim: Dim = Field(description="Values stored per retained entry (GQA: 2·kv_heads·head_dim; MLA: kv_lora_rank + rope_dim).",
-                     examples=[2048])
-    window: Annotated[int, Field(ge=1, le=10**15)] | None = Field(
-        None, description="Sliding window: keep at most this many entries (null = full history).", examples=[None])
-    ratio: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="One entry per `ratio` tokens (compressed history).")
-
-
-class LayerGroup(CalcRequest):
-    """`count` identical layers."""
-
-    name: str | None = Field(None, max_length=100, description="Label of the group.")
-    count: Count = Field(description="Number of layers in the group.", examples=[36])
-    streams: Annotated[list[Stream], Field(max_length=16)] = Field(default_factory=list, description="Cached streams per layer.")
-    state_elements: Annotated[int, Field(ge=0, le=10**12)] = Field(
-        0, description="Recurrent state values per layer, independent of tokens (KDA/SSM).", examples=[0])
-    kv_heads: Heads | None = Field(None, description="KV heads the streams split into under tensor parallelism "
-                                   "(null: the streams are a shared latent, replicated on every rank).", examples=[8])
-    state_heads: Heads | None = Field(None, description="Heads the recurrent state splits into under tensor parallelism "
-                                      "(null: replicated).")
-    state_dtype: FormatField | None = Field(None, description="Format of this group's state (default: the request's `state_dtype`).")
-
-
-class Architecture(CalcRequest):
-    layer_groups: Annotated[list[LayerGroup], Field(min_length=1, max_length=64)] = Field(
-        description="Layer groups in streams form.",
-        examples=[[{"count": 36, "streams": [{"dim": 2048, "window": None, "ratio": 1}], "kv_heads": 8}]])
 
 
 class KVCacheRequest(CalcRequest):
@@ -214,7 +177,7 @@ def compute(req: KVCacheRequest, lookup: Lookup) -> Result:
         "bytes_total": intify(bytes_total),
         "state_elements": intify(sz.state_elements),
         "state_bytes": intify(sz.state_bytes),
-        "kv_format": format_label(req.kv_format, fmt),
+        "kv_format": output_label(req.kv_format, fmt),
         "bytes_per_value": fmt.effective_bits / 8,
     }
     if req.page_size_tokens:
@@ -334,7 +297,6 @@ def _assumptions(res: Result, fmt: Fmt, groups: list[GroupSpec], req) -> None:
         res.assume("Tensor parallelism: streams that split by KV heads give each rank ceil(h / TP) heads (a head is "
                    "replicated when there are fewer KV heads than ranks); latent (MLA) and shared streams are replicated "
                    "on every rank; recurrent state splits by its heads where known, else it is replicated.")
-
 
 
 CALCULATORS = [

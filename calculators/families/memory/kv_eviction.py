@@ -32,7 +32,7 @@ from calculators.framework import (
     request_inputs,
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, intify, kv_sizes, kv_source
-from calculators.families.memory.kv_cache import Architecture
+from calculators.domain.requests import Architecture
 from calculators.domain.formats import FormatField, resolve_format
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart

@@ -44,7 +44,8 @@ from calculators.framework import (
     request_inputs,
 )
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
-from calculators.families.memory.kv_cache import Architecture
+from calculators.domain.requests import Architecture
+from calculators.perf.step_terms import causal_pairs
 from calculators.domain.formats import FormatField, resolve_format
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
@@ -89,16 +90,6 @@ class PrefixCacheRequest(CalcRequest):
     prefill_flop_per_s: PosFloatSweep | None = Field(None, description="Effective prefill FLOP/s: TTFT saved = FLOPs skipped / rate. Sweepable.")
     new_tokens_per_request: NonNegInt = Field(0, description="Input tokens after the prefix in each request (for input cost).", examples=[2000])
     price_per_mtok: PricePerMTok | None = Field(None, description="Input prices to compare cached and uncached billing.")
-
-
-def causal_pairs(n: np.ndarray, window: int | None = None) -> np.ndarray:
-    """Visible (query, key) pairs of an n-token causal prefix, each query seeing at most `window` keys."""
-    n = np.asarray(n, dtype=float)
-    full = n * (n + 1) / 2
-    if window is None:
-        return full
-    w = float(window)
-    return np.where(n <= w, full, w * (w + 1) / 2 + (n - w) * w)
 
 
 def _attention_terms(req, rec: dict | None, groups: list[GroupSpec] | None, res: Result) -> list[tuple[float, int | None]] | None:
@@ -219,7 +210,7 @@ def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
     per_hit = None
     if linear is not None:
         res.step("prefill FLOPs of the reused prefix (linear)", "2 · params · tokens", lin_txt, linear, "FLOP")
-        attention = sum((c * causal_pairs(reusable, w) for c, w in attn_terms), reusable * 0.0) if attn_terms else reusable * 0.0
+        attention = sum((c * causal_pairs(reusable, 0.0, w) for c, w in attn_terms), reusable * 0.0) if attn_terms else reusable * 0.0
         if attn_terms:
             res.step("prefill FLOPs (attention)", "Σ layers × 4·heads·head_dim × causal pairs (window-limited)",
                      f"pairs = {num(first(reusable))}·({num(first(reusable))}+1)/2 on full layers", attention, "FLOP")

@@ -18,7 +18,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
-from calculators.domain.formats import FORMATS, Fmt, FormatField, canonical_name, resolve_format
+from calculators.domain.formats import output_label, FORMATS, Fmt, FormatField, resolve_format
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
 from calculators.framework import (
@@ -39,12 +39,6 @@ from calculators.framework import (
     out,
     request_inputs,
 )
-
-
-def format_label(value: FormatField | None, fmt: Fmt) -> str:
-    """A format as named in this calculator's outputs: the canonical name, or the spec's label ("custom")."""
-    return canonical_name(value) if isinstance(value, str) else (fmt.name if fmt.layout != "given by numbers" or
-                                                                   getattr(value, "name", None) else "custom")
 
 
 # --------------------------------------------------------------------------- the calculator
@@ -188,19 +182,19 @@ def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
              f"{fmt_bytes(first(ref_sizes['total_bytes']))} / {fmt_bytes(t0)}", ratio, "×")
 
     outputs = {
-        "values": _intify(values), "format": format_label(req.format, fmt),
+        "values": _intify(values), "format": output_label(req.format, fmt),
         "bits_per_value": fmt.bits, "effective_bits_per_value": out(sizes["effective_bits_per_value"]),
         "bytes_per_value": out(sizes["effective_bits_per_value"] / 8.0),
         "payload_bytes": _intify(sizes["payload_bytes"]), "scale_bytes": _intify(sizes["scale_bytes"]),
         "outlier_bytes": _intify(sizes["outlier_bytes"]), "tensor_scale_bytes": _intify(sizes["tensor_scale_bytes"]),
         "total_bytes": _intify(sizes["total_bytes"]),
-        "reference_format": format_label(req.reference_format, ref), "reference_bytes": _intify(ref_sizes["total_bytes"]),
+        "reference_format": output_label(req.reference_format, ref), "reference_bytes": _intify(ref_sizes["total_bytes"]),
         "compression_vs_reference": out(ratio), "saved_bytes": _intify(ref_sizes["total_bytes"] - sizes["total_bytes"]),
     }
     rows = []
     for i, f in enumerate(req.compare):
         cf = resolve_format(f, f"compare.{i}")
-        rows.append(_format_row(cf, format_label(f, cf), _sizes(cf, values, row), ref_sizes["total_bytes"]))
+        rows.append(_format_row(cf, output_label(f, cf), _sizes(cf, values, row), ref_sizes["total_bytes"]))
         res.step(f"compare: {cf.name}", "total = n × effective bits / 8 (+ per-tensor scale)",
                  f"{num(v0)} values in {cf.describe()}", rows[-1]["total_bytes"] if not isinstance(rows[-1]["total_bytes"], list)
                  else rows[-1]["total_bytes"][0], "B")
@@ -258,7 +252,7 @@ def _tensors(req: QuantizationRequest, res: Result, fmt: Fmt, ref: Fmt) -> Resul
         s = _sizes(tf, np.asarray(float(t.values)), t.row_length)
         r = _sizes(ref, np.asarray(float(t.values)), t.row_length)
         each = float(s["total_bytes"])
-        rows.append({"name": t.name, "values": t.values, "format": format_label(t.format, tf) if t.format is not None else format_label(req.format, fmt),
+        rows.append({"name": t.name, "values": t.values, "format": output_label(t.format, tf) if t.format is not None else output_label(req.format, fmt),
                      "count": t.count, "effective_bits_per_value": out(s["effective_bits_per_value"]),
                      "payload_bytes": _intify(s["payload_bytes"]), "scale_bytes": _intify(s["scale_bytes"]),
                      "bytes_each": _intify(each), "bytes": _intify(each * t.count)})
@@ -275,7 +269,7 @@ def _tensors(req: QuantizationRequest, res: Result, fmt: Fmt, ref: Fmt) -> Resul
     res.outputs = {
         "tensors": rows, "total_bytes": _intify(total), "payload_bytes": _intify(payload), "scale_bytes": _intify(scale),
         "values": _intify(nvalues), "effective_bits_per_value": (total * 8 / nvalues) if nvalues else None,
-        "reference_format": format_label(req.reference_format, ref), "reference_bytes": _intify(ref_total),
+        "reference_format": output_label(req.reference_format, ref), "reference_bytes": _intify(ref_total),
         "compression_vs_reference": ratio, "saved_bytes": _intify(ref_total - total), "formats": [],
     }
     if req.convert_bytes_per_s is not None:
@@ -302,7 +296,6 @@ def _common_assumptions(res: Result) -> None:
         "Same average bits per value does not mean the same numerics: scale type, rounding and outlier handling differ.",
         "Bytes are exact; decimal (MB, GB) and binary (MiB, GiB) readings are labelled.",
     )
-
 
 
 CALCULATORS = [

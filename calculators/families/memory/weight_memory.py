@@ -14,13 +14,11 @@ serving-cost calculators use: storage formats and the per-component parameter le
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.framework import (
-    CalcInputError,
     CalcRequest,
     Fraction,
     Lookup,
@@ -41,11 +39,8 @@ from calculators.framework import (
 from calculators.domain.architecture import (
     COMPONENTS,
     MODEL_CONFIG_FIELD,
-    Arch,
-    arch_from_record,
     exact,
     ledger,
-    model_record,
 )
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
@@ -59,90 +54,13 @@ from calculators.domain.formats import (
     resolve_format,
     shipped_weight_formats,
 )
+from calculators.domain.requests import ShapeArchitecture, resolve_arch
 from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope, usable_memory_bytes
 
 # Storage formats come from the one table every calculator shares.
 Format = FormatField
 
 # --------------------------------------------------------------------------- architecture
-
-# Shape bounds: far above any published model (hidden 7,168, vocab 262,144, 61 layers, 384 experts ...), low
-# enough that a layer's matrices stay countable. Declared inside the type, where pydantic enforces them.
-Layers = Annotated[int, Field(ge=1, le=10**5)]
-Width = Annotated[int, Field(ge=1, le=10**7)]
-OptWidth = Annotated[int, Field(ge=0, le=10**7)]
-HeadCount = Annotated[int, Field(ge=0, le=10**5)]
-HeadDim = Annotated[int, Field(ge=0, le=10**6)]
-PosHeadDim = Annotated[int, Field(ge=1, le=10**6)]
-Vocab = Annotated[int, Field(ge=0, le=10**8)]
-ExpertCount = Annotated[int, Field(ge=1, le=10**6)]
-
-
-class MoESpec(CalcRequest):
-    experts: ExpertCount = Field(description="Routed experts per MoE layer (at most 1e6).", examples=[128])
-    experts_per_token: ExpertCount = Field(description="Routed experts each token uses.", examples=[8])
-    shared_experts: Annotated[int, Field(ge=0, le=10**4)] = Field(0, description="Always-active shared experts per MoE layer.")
-    expert_ffn_size: Width = Field(description="Intermediate width of one expert (SwiGLU).", examples=[1536])
-    dense_layers: Annotated[int, Field(ge=0, le=10**5)] = Field(0, description="Leading layers with a dense FFN (width `ffn_size`) instead of experts.")
-
-
-class MLASpec(CalcRequest):
-    kv_lora_rank: Width = Field(description="Latent width of the compressed KV.", examples=[512])
-    q_lora_rank: OptWidth = Field(0, description="Latent width of the compressed query; 0 = full-rank query projection.")
-    qk_rope_head_dim: HeadDim = Field(64, description="Decoupled RoPE key/query width per head.")
-    qk_nope_head_dim: PosHeadDim = Field(128, description="Non-RoPE query/key width per head.")
-    v_head_dim: PosHeadDim = Field(128, description="Value width per head.")
-
-
-class ShapeArchitecture(CalcRequest):
-    """Explicit transformer shapes (the same names as the store's model records)."""
-
-    layers: Layers = Field(description="Transformer layers (at most 1e5).", examples=[36])
-    hidden_size: Width = Field(description="Model width d (at most 1e7).", examples=[4096])
-    heads: HeadCount = Field(0, description="Query heads (0 = no attention projections counted).", examples=[32])
-    kv_heads: HeadCount = Field(0, description="Key/value heads (GQA); defaults to `heads`.", examples=[8])
-    head_dim: HeadDim = Field(0, description="Width per head; defaults to hidden_size / heads.", examples=[128])
-    ffn_size: OptWidth = Field(0, description="Dense FFN intermediate width (0 = none).", examples=[12288])
-    vocab_size: Vocab = Field(0, description="Vocabulary (0 = no embeddings / head counted, at most 1e8).", examples=[151936])
-    tie_word_embeddings: bool = Field(False, description="Input embedding and LM head share one matrix.")
-    qk_norm: bool = Field(False, description="Per-head RMSNorm on queries and keys (Qwen3): 2 x head_dim values per layer.")
-    ffn_matrices: int = Field(3, ge=2, le=3, description="Matrices per FFN/expert: 3 for SwiGLU (gate, up, down), 2 for a plain MLP.")
-    attention: Literal["mha", "gqa", "mla"] = Field("gqa", description="Attention projection family.")
-    moe: MoESpec | None = None
-    mla: MLASpec | None = None
-
-
-def arch_from_request(a: ShapeArchitecture) -> Arch:
-    heads = a.heads
-    head_dim = a.head_dim or (a.hidden_size // heads if heads else 0)
-    kv = a.kv_heads or heads
-    arch = Arch(layers=a.layers, d=a.hidden_size, heads=heads, kv_heads=kv, head_dim=head_dim, ffn=a.ffn_size,
-                vocab=a.vocab_size, tied=a.tie_word_embeddings, qk_norm=a.qk_norm, ffn_matrices=a.ffn_matrices,
-                attention=a.attention)
-    if a.moe:
-        if a.moe.experts_per_token > a.moe.experts:
-            raise CalcInputError("architecture.moe.experts_per_token", "cannot exceed `experts`")
-        if a.moe.dense_layers > a.layers:
-            raise CalcInputError("architecture.moe.dense_layers", "cannot exceed `layers`")
-        arch.experts, arch.top_k, arch.shared = a.moe.experts, a.moe.experts_per_token, a.moe.shared_experts
-        arch.expert_ffn, arch.dense_layers = a.moe.expert_ffn_size, a.moe.dense_layers
-    if a.attention == "mla":
-        if not a.mla:
-            raise CalcInputError("architecture.mla", "attention 'mla' needs the `mla` shapes")
-        arch.kv_lora, arch.q_lora, arch.rope_dim = a.mla.kv_lora_rank, a.mla.q_lora_rank, a.mla.qk_rope_head_dim
-        arch.nope_dim, arch.v_dim = a.mla.qk_nope_head_dim, a.mla.v_head_dim
-    return arch
-
-
-def resolve_arch(req, lookup: Lookup, res: Result, qk_norm: bool | None = None) -> tuple[Arch | None, dict | None]:
-    """The Arch of a request's `model` id or `architecture`; (None, record) when only labels are known."""
-    if getattr(req, "architecture", None) is not None:
-        return arch_from_request(req.architecture), None
-    rec = model_record(req, lookup, res, required=False)
-    if rec is not None:
-        return arch_from_record(rec, res, "model" if getattr(req, "model", None) else "model_config", qk_norm), rec
-    return None, None
-
 
 # --------------------------------------------------------------------------- request
 
@@ -462,4 +380,3 @@ CALCULATORS = [
 ]
 
 
-Architecture = ShapeArchitecture  # the name other modules import

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out, request_inputs
 from calculators.framework import headline as hf
@@ -156,6 +156,36 @@ def compute(req: MaxFlowRequest, lookup: Lookup) -> Result:
     return res
 
 
+class MaxFlowCutEdgeOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    from_node: str = Field(description="Node on the source side the edge leaves.")
+    to_node: str = Field(description="Node on the sink side the edge enters.")
+    label: str | None = Field(description="The edge's label, as given.")
+    capacity: float = Field(description="The edge's capacity, in the graph's rate unit.")
+
+
+class MaxFlowEdgeOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    from_node: str = Field(description="Node the edge leaves.")
+    to_node: str = Field(description="Node the edge enters.")
+    label: str | None = Field(description="The edge's label, as given.")
+    capacity: float = Field(description="The edge's capacity, in the graph's rate unit.")
+    flow: float = Field(description="Flow the edge carries in the maximum flow found, in the graph's rate unit.")
+    saturated: bool = Field(description="The flow fills the capacity (to round-off).")
+
+
+class MaxFlowOutputs(BaseModel):
+    """Outputs of max-flow; rates are in the one unit of the edge capacities (tokens/s, B/s …)."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_flow: float = Field(description="Largest steady source → sink rate, in the graph's rate unit.")
+    min_cut_capacity: float = Field(description="Sum of the capacities of the minimum cut (equal to max_flow).")
+    min_cut: list[MaxFlowCutEdgeOut] = Field(description="Edges from the source side to the sink side of a minimum cut.")
+    source_side: list[str] = Field(description="Nodes the source still reaches in the residual graph (the cut's "
+                                   "source side), in order of first appearance.")
+    edges: list[MaxFlowEdgeOut] = Field(description="Every edge with its flow, in request order.")
+
+
 CALCULATORS = [
     Calculator(
         name="max-flow",
@@ -169,6 +199,7 @@ CALCULATORS = [
                     f"rate unit for all edges, at most {MAX_NODES} nodes and {MAX_EDGES} edges.",
         request_model=MaxFlowRequest,
         compute=compute,
+        outputs_model=MaxFlowOutputs,
         example={"source": "in", "sink": "out",
                  "edges": [{"from_node": "in", "to_node": "stage A", "capacity": 14000, "label": "stage A rate"},
                            {"from_node": "stage A", "to_node": "stage B", "capacity": 10000, "label": "local link"},

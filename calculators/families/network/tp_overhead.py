@@ -21,7 +21,7 @@ from calculators.framework import (
 from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.families.network.collective import FORMULAS, Algorithm, collective_cost, resolve_link
+from calculators.perf.collective import FORMULAS, Algorithm, collective_cost, resolve_link
 
 
 class TpOverheadRequest(CalcRequest):

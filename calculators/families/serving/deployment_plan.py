@@ -18,41 +18,21 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
 from calculators.domain.architecture import (
-    MODEL_CONFIG_FIELD,
-    COMPONENTS,
-    arch_from_record,
-    groups_from_model,
-    kv_sizes,
-    ledger,
-    model_record,
+    MODEL_CONFIG_FIELD, COMPONENTS, arch_from_record, groups_from_model, kv_sizes, ledger, model_record,
 )
 from calculators.framework import Calculator
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    Fraction,
-    Lookup,
-    NonNegFloat,
-    PosFloat,
-    Result,
-    fmt_bytes,
-    fmt_s,
-    num,
-    request_inputs,
+    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, Result, fmt_bytes, fmt_s, num, request_inputs,
 )
 from calculators.domain.formats import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
 from calculators.perf.link_fit import fit_for
+from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
 from calculators.framework import headline as H
 from calculators.domain.hardware import (
-    DEFAULT_MEMORY_UTILIZATION,
-    hardware_spec,
-    measured_link_fits,
-    note_scope,
-    stored_device_price,
-    usable_memory_bytes,
+    DEFAULT_MEMORY_UTILIZATION, hardware_spec, measured_link_fits, note_scope, stored_device_price, usable_memory_bytes,
 )
 
 #: the main data-centre GPUs a plan considers when the request names none
@@ -98,84 +78,6 @@ class DeploymentPlanRequest(CalcRequest):
     @classmethod
     def _distinct(cls, v):
         return sorted(set(v)) if v is not None else v
-
-
-# --------------------------------------------------------------------------- outputs
-
-Num = float | None
-
-
-class MemoryOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    weights: float = Field(description="Weight bytes per device, B.")
-    kv: float = Field(description="KV bytes of the batch per device, B.")
-    total: float = Field(description="weights + kv, B.")
-
-
-class PrefillPoolOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tp: int
-    replicas: int
-    devices: int
-    prefill_s: float = Field(description="One request's prefill, s.")
-    kv_transfer_s: float = Field(description="Shipping its KV to the decode pool, s.")
-    ttft_s: float = Field(description="Prefill + p90 wait + KV transfer, s.")
-
-
-class DecodePoolOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    tp: int
-    batch: int
-    replicas: int | None
-    devices: int | None
-
-
-class PlanOut(BaseModel):
-    """One configuration (aggregated or disaggregated)."""
-
-    model_config = ConfigDict(extra="forbid")
-    hardware: str
-    mode: Literal["aggregated", "disaggregated"]
-    tp: int
-    pp: int
-    ep: int
-    batch: int = Field(description="Concurrent sequences per replica (per stage).")
-    replicas: int | None = Field(description="Replicas (disaggregated: decode replicas); null when none suffices.")
-    total_devices: int | None
-    ttft_s: Num = Field(description="p90 time to first token, s.")
-    tpot_s: Num = Field(description="Mean time per output token, s.")
-    prefill_s: Num = Field(description="One request's prefill, s.")
-    decode_step_s: Num = Field(description="One decode step, s.")
-    tokens_per_s_per_device: Num = Field(description="Output tokens/s per device at the offered load.")
-    tokens_per_s_per_user: Num = Field(description="Output tokens/s one request sees.")
-    memory_per_device_bytes: MemoryOut
-    fits: bool
-    meets_slo: bool
-    priced: bool
-    cost_per_hour_usd: Num = Field(description="USD per hour of all devices.")
-    cost_per_mtok_usd: Num = Field(description="USD per million output tokens.")
-    cost_per_mtok_total_usd: Num = Field(description="USD per million input + output tokens.")
-    prefill_load: Num = Field(None, description="Prefill utilisation of a replica (aggregated).")
-    prefill_pool: PrefillPoolOut | None = Field(None, description="The prefill pool (disaggregated).")
-    decode_pool: DecodePoolOut | None = Field(None, description="The decode pool (disaggregated).")
-    ratio: str | None = Field(None, description="'P prefill : D decode' devices (disaggregated).")
-    reason: str | None = Field(description="Why it fails, or null.")
-    step_source: str = Field(description="Where the step times come from (measured kernels or bound).")
-    price_source: str = Field(description="Where the device price comes from.")
-    link: str | None = Field(description="Link id of the TP group.")
-
-
-class DeploymentPlanOutputs(BaseModel):
-    """Outputs of deployment-plan (USD, seconds, bytes)."""
-
-    model_config = ConfigDict(extra="forbid")
-    headline: str = Field(description="The answer in one sentence (same as the envelope's headline).")
-    best: PlanOut | None = Field(description="Cheapest configuration per million output tokens that meets both SLOs.")
-    why: str
-    configurations_evaluated: int
-    meeting_slo: int
-    pareto: list[PlanOut] = Field(description="Fitting configurations not beaten on tokens/s per device and per user.")
-    candidates: list[PlanOut]
 
 
 # --------------------------------------------------------------------------- prices and links

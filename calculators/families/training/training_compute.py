@@ -35,8 +35,9 @@ from calculators.framework import (
 from calculators.domain.architecture import MODEL_CONFIG_FIELD
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.families.compute.roofline import hardware_rates
-from calculators.families.memory.weight_memory import Architecture, ledger, resolve_arch
+from calculators.domain.hardware import hardware_rates
+from calculators.domain.architecture import ledger
+from calculators.domain.requests import ShapeArchitecture, resolve_arch
 
 
 class AttentionShape(CalcRequest):
@@ -51,7 +52,7 @@ class AttentionShape(CalcRequest):
 class TrainingComputeRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
-    architecture: Architecture | None = Field(None, description="Explicit shapes instead of a model id.")
+    architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="N: matrix parameters used per token (MoE: active). Sweepable.", examples=[8e9])
     tokens: PosFloatSweep | None = Field(None, description="D: training tokens (without it only per-token FLOPs are given). Sweepable.", examples=[100e9])
     sequence_tokens: PosIntSweep | None = Field(None, description="Sequence length S for the causal attention term. Sweepable.")
