@@ -17,7 +17,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from calculators.domain.architecture import arch_from_record
-from calculators.perf.measured import decode_step, leave_one_out
+from calculators.perf.measured import leave_one_out
+from calculators.perf.measured_step import decode_step
 from calculators.perf.measured_tables import (
     MeasuredSystem,
     clear_index,

@@ -34,7 +34,8 @@ from calculators.perf.measured_tables import (
     table_dtype,
 )
 
-__all__ = ["allreduce_latency", "context_attention_latency", "flags_of", "gemm_bound_s", "gemm_latency",
+__all__ = ["allreduce_kernel", "allreduce_latency", "attention_kernel", "context_attention_bound_s", "context_attention_latency",
+           "flags_of", "gemm_bound_s", "gemm_kernel", "gemm_latency", "generation_attention_bound_s", "moe_bound_s", "moe_kernel",
            "generation_attention_latency", "leave_one_out", "moe_latency"]
 
 GEMM_CATS, GEMM_AXES = ("gemm_dtype",), ("m", "n", "k")
@@ -71,7 +72,7 @@ def gemm_bound_s(m: Any, n: Any, k: Any, dtype: str, rates: Rates) -> np.ndarray
     return np.maximum(flops / rates.peak(dtype), byts / rates.memory_bandwidth_bytes_per_s)
 
 
-def _gemm(system: MeasuredSystem, m: Any, n: Any, k: Any, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def gemm_kernel(system: MeasuredSystem, m: Any, n: Any, k: Any, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     dt = table_dtype(dtype)
     grid = _grid(index_table(system.table("gemm_perf"), GEMM_CATS, GEMM_AXES), (dt,), "weight_dtype", "GEMM")
     q = (m, n, k)
@@ -80,7 +81,7 @@ def _gemm(system: MeasuredSystem, m: Any, n: Any, k: Any, dtype: str) -> tuple[n
 
 def gemm_latency(system: MeasuredSystem, m: Any, n: Any, k: Any, dtype: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
     """Seconds of one (m × k) · (k × n) GEMM with weights in `dtype`, and the per-point flags."""
-    lat, st = _gemm(system, m, n, k, dtype)
+    lat, st = gemm_kernel(system, m, n, k, dtype)
     return lat, flags_of(st)
 
 
@@ -99,19 +100,19 @@ def _attn_grid(grids: dict[tuple, Grid], kv_dtype: str, window: int, head_dim: i
     return grids[best], int(best[2]), False
 
 
-def _gen_attn_bound(b, s, h, kvh, hd: float, kv_bytes: float, rates: Rates) -> np.ndarray:
+def generation_attention_bound_s(b, s, h, kvh, hd: float, kv_bytes: float, rates: Rates) -> np.ndarray:
     flops = 4.0 * b * h * hd * s
     byts = b * s * 2.0 * kvh * hd * kv_bytes + 4.0 * b * h * hd
     return np.maximum(flops / rates.peak("bfloat16"), byts / rates.memory_bandwidth_bytes_per_s)
 
 
-def _ctx_attn_bound(b, s, h, kvh, hd: float, rates: Rates) -> np.ndarray:
+def context_attention_bound_s(b, s, h, kvh, hd: float, rates: Rates) -> np.ndarray:
     flops = 4.0 * b * h * hd * s * (s + 1.0) / 2.0
     byts = b * s * (2.0 * h + 2.0 * kvh) * hd * 2.0
     return np.maximum(flops / rates.peak("bfloat16"), byts / rates.memory_bandwidth_bytes_per_s)
 
 
-def _attention(system: MeasuredSystem, table: str, b, s, h, kvh, head_dim: int, kv_dtype: str, window: int):
+def attention_kernel(system: MeasuredSystem, table: str, b, s, h, kvh, head_dim: int, kv_dtype: str, window: int):
     gen = table == "generation_attention_perf"
     grids = index_table(system.table(table), ATTN_CATS, GEN_AXES if gen else CTX_AXES, _SEQ_LEN if gen else None,
                         {"window_size": 0})
@@ -119,13 +120,13 @@ def _attention(system: MeasuredSystem, table: str, b, s, h, kvh, head_dim: int, 
     kvb = dtype_bytes(table_dtype(kv_dtype))
     q = (b, s, h, kvh)
     if gen:
-        bound = lambda *a, hd=hd_used: _gen_attn_bound(*a, hd, kvb, system.rates)
+        bound = lambda *a, hd=hd_used: generation_attention_bound_s(*a, hd, kvb, system.rates)
     else:
-        bound = lambda *a, hd=hd_used: _ctx_attn_bound(*a, hd, system.rates)
+        bound = lambda *a, hd=hd_used: context_attention_bound_s(*a, hd, system.rates)
     lat, st = estimate(grid, q, bound)
     if not exact:   # another head size was measured: move it by the bound ratio at the same point
         qq = np.broadcast_arrays(*[np.asarray(x, dtype=float) for x in q])
-        want = (_gen_attn_bound(*qq, head_dim, kvb, system.rates) if gen else _ctx_attn_bound(*qq, head_dim, system.rates))
+        want = (generation_attention_bound_s(*qq, head_dim, kvb, system.rates) if gen else context_attention_bound_s(*qq, head_dim, system.rates))
         lat = lat * want / bound(*qq)
         st = np.full(np.shape(lat), HOLE, dtype=np.int8)
     return lat, st
@@ -135,20 +136,20 @@ def generation_attention_latency(system: MeasuredSystem, batch: Any, kv_len: Any
                                  head_dim: int, kv_dtype: str = "bf16", window: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of one decode attention call: `batch` sequences, one new token each, attending to `kv_len` keys
     (the table's isl + step), with `heads` / `kv_heads` heads on this rank."""
-    lat, st = _attention(system, "generation_attention_perf", batch, kv_len, heads, kv_heads, head_dim, kv_dtype, window)
+    lat, st = attention_kernel(system, "generation_attention_perf", batch, kv_len, heads, kv_heads, head_dim, kv_dtype, window)
     return lat, flags_of(st)
 
 
 def context_attention_latency(system: MeasuredSystem, batch: Any, isl: Any, heads: Any, kv_heads: Any,
                               head_dim: int, kv_dtype: str = "bf16", window: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Seconds of one causal prefill attention call over `isl` new tokens per sequence (no cached prefix)."""
-    lat, st = _attention(system, "context_attention_perf", batch, isl, heads, kv_heads, head_dim, kv_dtype, window)
+    lat, st = attention_kernel(system, "context_attention_perf", batch, isl, heads, kv_heads, head_dim, kv_dtype, window)
     return lat, flags_of(st)
 
 
 # --------------------------------------------------------------------------- MoE
 
-def _moe_bound(tokens, hidden, inter, topk, experts, tp, ep, dtype: str, rates: Rates) -> np.ndarray:
+def moe_bound_s(tokens, hidden, inter, topk, experts, tp, ep, dtype: str, rates: Rates) -> np.ndarray:
     """Bound of one rank's fused MoE: routed FLOPs split over tp·ep, weights of the experts the tokens touch."""
     flops = 6.0 * tokens * topk * hidden * inter / (tp * ep)
     touched = experts * (1.0 - (1.0 - np.minimum(topk / experts, 1.0)) ** tokens)
@@ -156,7 +157,7 @@ def _moe_bound(tokens, hidden, inter, topk, experts, tp, ep, dtype: str, rates: 
     return np.maximum(flops / rates.peak(dtype), byts / rates.memory_bandwidth_bytes_per_s)
 
 
-def _moe(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp, ep, dtype: str, distribution: str | None):
+def moe_kernel(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp, ep, dtype: str, distribution: str | None):
     rec = system.table("moe_perf")
     grids = index_table(rec, MOE_CATS, MOE_AXES)
     dt = table_dtype(dtype)
@@ -171,7 +172,7 @@ def _moe(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp, ep, d
     inv = inv.reshape(-1)
     lat = np.empty(flat[0].size)
     st = np.empty(flat[0].size, dtype=np.int8)
-    bound = lambda *a: _moe_bound(*a, dt, system.rates)
+    bound = lambda *a: moe_bound_s(*a, dt, system.rates)
     for j, key in enumerate(keys):
         sel = inv == j
         tok = flat[0][sel]
@@ -197,13 +198,13 @@ def moe_latency(system: MeasuredSystem, tokens: Any, hidden: Any, inter: Any, to
     """Seconds of one fused MoE layer on one rank (`tokens` tokens in the step, `inter` the full expert FFN width,
     experts split over `tp` × `ep`). A configuration that was not measured takes the nearest measured one's
     efficiency (flagged extrapolated)."""
-    lat, st = _moe(system, tokens, hidden, inter, topk, experts, tp, ep, dtype, distribution)
+    lat, st = moe_kernel(system, tokens, hidden, inter, topk, experts, tp, ep, dtype, distribution)
     return lat, flags_of(st)
 
 
 # --------------------------------------------------------------------------- all-reduce
 
-def _allreduce(system: MeasuredSystem, elements, gpus, dtype: str = "bf16", backend: str | None = None,
+def allreduce_kernel(system: MeasuredSystem, elements, gpus, dtype: str = "bf16", backend: str | None = None,
                table: str = "custom_allreduce_perf"):
     rec = system.table(table)
     cols = rec["columns"]
@@ -228,7 +229,7 @@ def allreduce_latency(system: MeasuredSystem, message_bytes: Any, gpus: Any, dty
     """Seconds of one all-reduce of `message_bytes` bytes over `gpus` GPUs (the table is keyed by elements:
     bytes ÷ bytes per element). `backend` picks e.g. vllm_graph (default when present) or vllm_eager."""
     elements = np.asarray(message_bytes, dtype=float) / dtype_bytes(table_dtype(dtype))
-    lat, st = _allreduce(system, elements, gpus, dtype, backend, table)
+    lat, st = allreduce_kernel(system, elements, gpus, dtype, backend, table)
     return lat, flags_of(st)
 
 
@@ -289,13 +290,3 @@ def leave_one_out(rec: dict, sample: int = 1000, seed: int = 0, category: tuple 
     return {"errors": e, "axis": np.asarray(which), "points": len(picks),
             "median": float(np.median(e)) if e.size else float("nan"),
             "p90": float(np.percentile(e, 90)) if e.size else float("nan")}
-
-
-def __getattr__(name: str) -> Any:
-    """`decode_step`, `prefill_step` and `StepEstimate` live in `calculators.perf.measured_step` (imported on first use,
-    so the two modules never import each other half-initialised)."""
-    if name in ("decode_step", "prefill_step", "StepEstimate"):
-        from calculators.perf import measured_step
-
-        return getattr(measured_step, name)
-    raise AttributeError(name)

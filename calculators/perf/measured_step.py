@@ -24,13 +24,13 @@ import numpy as np
 from calculators.domain.architecture import Arch, ledger
 from calculators.framework import CalcInputError
 from calculators.perf.measured import (
-    _allreduce,
-    _attention,
-    _ctx_attn_bound,
-    _gemm,
-    _gen_attn_bound,
-    _moe,
-    _moe_bound,
+    allreduce_kernel,
+    attention_kernel,
+    context_attention_bound_s,
+    gemm_kernel,
+    generation_attention_bound_s,
+    moe_kernel,
+    moe_bound_s,
     flags_of,
     gemm_bound_s,
 )
@@ -124,7 +124,7 @@ def _step(arch: Arch, system: MeasuredSystem, phase: str, batch: Any, new_tokens
     h_r, kv_r = _rank_heads(arch, t)
 
     def gemm(name: str, m, n, k, count, dtype: str = wdt) -> None:
-        lat, st = _gemm(system, m, n, k, dtype)
+        lat, st = gemm_kernel(system, m, n, k, dtype)
         acc.add(name, lat, st, gemm_bound_s(m, n, k, table_dtype(dtype), rates), count)
 
     mla = arch.attention == "mla"
@@ -132,11 +132,11 @@ def _step(arch: Arch, system: MeasuredSystem, phase: str, batch: Any, new_tokens
         gemm("qkv_proj", tokens, (h_r + 2.0 * kv_r) * hd, d, L)
         if phase == "decode":
             s = c + p
-            lat, st = _attention(system, "generation_attention_perf", b, s, h_r, kv_r, arch.head_dim, kv_dtype, 0)
-            bound = _gen_attn_bound(b, s, h_r, kv_r, hd, dtype_bytes(table_dtype(kv_dtype)), rates)
+            lat, st = attention_kernel(system, "generation_attention_perf", b, s, h_r, kv_r, arch.head_dim, kv_dtype, 0)
+            bound = generation_attention_bound_s(b, s, h_r, kv_r, hd, dtype_bytes(table_dtype(kv_dtype)), rates)
         else:
-            lat, st = _attention(system, "context_attention_perf", b, p, h_r, kv_r, arch.head_dim, kv_dtype, 0)
-            bound = _ctx_attn_bound(b, p, h_r, kv_r, hd, rates)
+            lat, st = attention_kernel(system, "context_attention_perf", b, p, h_r, kv_r, arch.head_dim, kv_dtype, 0)
+            bound = context_attention_bound_s(b, p, h_r, kv_r, hd, rates)
             # a cached prefix is not in the table: scale by causal (query, key) pairs, flagged extrapolated
             pairs = (p * c + p * (p + 1.0) / 2.0) / (p * (p + 1.0) / 2.0)
             lat, bound = lat * pairs, bound * pairs
@@ -149,15 +149,15 @@ def _step(arch: Arch, system: MeasuredSystem, phase: str, batch: Any, new_tokens
         gemm("ffn_down", tokens, d, arch.ffn / t, dense_layers)
     if moe_layers:
         gemm("router", tokens, float(arch.experts), d, moe_layers, "bfloat16")
-        lat, st = _moe(system, tokens, d, arch.expert_ffn, arch.top_k, arch.experts, t, 1.0, weight_dtype, "balanced")
-        acc.add("moe", lat, st, _moe_bound(tokens, d, arch.expert_ffn, arch.top_k, arch.experts, t, 1.0, wdt, rates),
+        lat, st = moe_kernel(system, tokens, d, arch.expert_ffn, arch.top_k, arch.experts, t, 1.0, weight_dtype, "balanced")
+        acc.add("moe", lat, st, moe_bound_s(tokens, d, arch.expert_ffn, arch.top_k, arch.experts, t, 1.0, wdt, rates),
                 moe_layers)
         if arch.shared:
             gemm("shared_experts", tokens, 2.0 * arch.shared * arch.expert_ffn / t, d, moe_layers)
             gemm("shared_experts", tokens, d, arch.shared * arch.expert_ffn / t, moe_layers)
     multi = t > 1
     if np.any(multi):
-        lat, st = _allreduce(system, tokens * d, np.maximum(t, 2.0), "bf16")
+        lat, st = allreduce_kernel(system, tokens * d, np.maximum(t, 2.0), "bf16")
         acc.add("allreduce", lat, st, np.zeros(shape), 2 * L, multi)
     logits = tokens if phase == "decode" else b
     gemm("lm_head", logits, arch.vocab / t, d, 1)

@@ -16,14 +16,13 @@ from calculators.framework import CalcInputError
 from calculators.perf.measured import (
     allreduce_latency,
     context_attention_latency,
-    decode_step,
     gemm_bound_s,
     gemm_latency,
     generation_attention_latency,
     leave_one_out,
     moe_latency,
-    prefill_step,
 )
+from calculators.perf.measured_step import decode_step, prefill_step
 from calculators.perf.measured_tables import (
     TABLES,
     MeasuredSystem,
