@@ -17,14 +17,12 @@ RUN groupadd --system --gid 10001 casebook \
             --shell /usr/sbin/nologin casebook
 
 WORKDIR /app
-# dependencies first (a layer that changes only with pyproject.toml), then the code and the data files
+# dependencies first (a layer that changes only with pyproject.toml), then the code and the data files: the three
+# packages hold everything the service reads (templates and static files in api/, data files and migrations in knowledge/)
 COPY pyproject.toml README.md ./
 COPY api/ api/
 COPY calculators/ calculators/
 COPY knowledge/ knowledge/
-COPY migrations/ migrations/
-COPY templates/ templates/
-COPY static/ static/
 RUN python -m venv "$VIRTUAL_ENV" \
  && pip install -e . \
  && python -m compileall -q /app "$VIRTUAL_ENV"

@@ -22,11 +22,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+#: the folder holding the packages: the repository in a checkout, site-packages in an installed wheel
 ROOT = Path(__file__).resolve().parent.parent
 #: paths never cached: liveness must be fresh, MCP is JSON-RPC over POST
 UNCACHED_PREFIXES = ("/healthz", "/mcp")
-#: folders whose files make up the code that renders answers (knowledge/data is in the content hash)
-CODE_DIRS = ("api", "calculators", "knowledge", "templates", "static")
+#: packages whose files make up the code that renders answers, templates and static files included (they live in
+#: api/); knowledge/data is in the store's content hash instead
+CODE_DIRS = ("api", "calculators", "knowledge")
 CODE_SUFFIXES = (".py", ".j2", ".html", ".css", ".js", ".svg")
 
 
@@ -46,8 +48,9 @@ def code_fingerprint() -> str:
         base = ROOT / top
         if not base.is_dir():
             continue
-        for path in sorted(p for p in base.rglob("*") if p.suffix in CODE_SUFFIXES and "data" not in p.parts):
-            h.update(str(path.relative_to(ROOT)).encode())
+        for path in sorted(p for p in base.rglob("*") if p.suffix in CODE_SUFFIXES
+                           and "data" not in p.relative_to(base).parts):
+            h.update(path.relative_to(ROOT).as_posix().encode())
             h.update(path.read_bytes())
     return h.hexdigest()[:16]
 

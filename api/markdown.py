@@ -18,7 +18,7 @@ from starlette.requests import Request
 from calculators.framework import headline as hf
 from calculators.framework.core import jsonable, num
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = Path(__file__).resolve().parent / "templates"   # package data of `api`
 _env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
                    trim_blocks=True, lstrip_blocks=True)
 

@@ -31,7 +31,21 @@ from knowledge.validate import Problem, Validated, validate_catalog
 if TYPE_CHECKING:
     from sqlmodel import SQLModel
 
-DEFAULT_DB = Path(os.environ.get("CASEBOOK_DB", Path(__file__).resolve().parent.parent / "var" / "casebook.duckdb"))
+
+def default_db() -> Path:
+    """Where the store goes when neither `--db` nor CASEBOOK_DB says: `var/casebook.duckdb` of the checkout
+    (editable install, the folder holding `knowledge/` has the pyproject.toml), else, for an installed wheel,
+    the per-user cache `$XDG_CACHE_HOME/casebook/casebook.duckdb` (default `~/.cache`), never site-packages."""
+    env = os.environ.get("CASEBOOK_DB")
+    if env:
+        return Path(env)
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / "var" / "casebook.duckdb"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "casebook" / "casebook.duckdb"
+
+
+DEFAULT_DB = default_db()
 #: part of the content hash: a store written by a builder with another layout is stale (2: meta `store_schema`)
 SCHEMA_VERSION = "2"
 #: file suffixes that make up the store's content (besides NOTICE files)

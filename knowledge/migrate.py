@@ -1,4 +1,5 @@
-"""Plain-SQL migrations: `migrations/NNNN_name.sql`, each applied once, in one transaction.
+"""Plain-SQL migrations: `knowledge/migrations/NNNN_name.sql` (package data, so an installed wheel has them), each
+applied once, in one transaction.
 
 Applied versions are recorded in `schema_migrations`; running the migrations again on a migrated
 store applies nothing.
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import duckdb
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
 
 def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:

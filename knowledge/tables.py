@@ -1,4 +1,4 @@
-"""SQLModel tables of the store, derived from the typed records (a test checks they match `migrations/`).
+"""SQLModel tables of the store, derived from the typed records (a test checks they match `knowledge/migrations/`).
 
 A record table is declared once, as the list of record fields (or properties) that become columns:
 the column's type comes from the record's annotation (a fact stores its value: a float, an int for a

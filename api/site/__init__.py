@@ -1,7 +1,7 @@
 """The HTML explainer site: GET pages over the store and the calculators, without JavaScript.
 
 Every page is a thin view: it reads the store (or calls `api.service.calculate`) and hands plain
-data to one Jinja template under `templates/`. List pages parse their query with the models their
+data to one Jinja template under `api/templates/`. List pages parse their query with the models their
 JSON twins use (`api.queries`); every URL comes from `api.urls.urls` (also the templates' `urls`).
 Each page links its JSON twin under /api/v1.
 

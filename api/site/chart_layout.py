@@ -1,5 +1,5 @@
 """Chart geometry: a `ChartData` (from `api.site.charts`) as axes, ticks, polylines and rectangles in
-SVG user units, which `templates/_chart.html.j2` draws; and the chart's numbers as a table.
+SVG user units, which `api/templates/_chart.html.j2` draws; and the chart's numbers as a table.
 
 Kept apart from the extraction so that neither module grows past a screenful of concerns: this
 one knows nothing about calculators, only about points, bars and units.

@@ -4,7 +4,7 @@ Two steps, kept apart so that the markup stays in a template:
 1. `extract(...)` reads a request body and the envelope's outputs along the chart's paths and
    returns a `ChartData` (series of points, or stacked parts per x, and markers);
 2. `api.site.chart_layout.layout(...)` turns a `ChartData` into plain geometry (axes, ticks,
-   polylines, rectangles) that `templates/_chart.html.j2` draws.
+   polylines, rectangles) that `api/templates/_chart.html.j2` draws.
 
 `derived_bodies(...)` proposes sweeps around a request that does not sweep, for chart previews.
 

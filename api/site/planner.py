@@ -5,7 +5,7 @@ the candidates table, sorted through the URL (no JavaScript).
 1. `read_view(query)` reads the view parameters (`sort`, `desc`, `all`), which change how the result
    is shown, never the request; an unknown column or flag is a 422 problem naming the parameter;
 2. `section(name, body, envelope, view)` builds the chart geometry and the table rows that
-   `templates/_planner.html.j2` draws;
+   `api/templates/_planner.html.j2` draws;
 3. `HIDDEN` names the outputs this section shows instead of the generic result table.
 
 Sort links keep the request body in the URL (`urls.calculator_view`), so a sorted table is shareable.

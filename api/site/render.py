@@ -39,9 +39,9 @@ from knowledge.store import Page, Store
 
 log = logging.getLogger("casebook.site")
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "templates"
-STATIC = ROOT / "static"
+#: package data of `api` (api/templates, api/static), so an installed wheel has them too
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+STATIC = Path(__file__).resolve().parents[1] / "static"
 BOOK_REPO = "https://github.com/bojieli/ai-infra-book"
 
 #: the site's navigation: (URL, label)

@@ -478,4 +478,4 @@ def test_sweep_values_respect_bounds():
 def test_static_stylesheet_is_served(client):
     r = client.get("/static/site.css")
     assert r.status_code == 200 and "Noto Sans CJK" in r.text and "@media print" in r.text
-    assert Path(__file__).resolve().parents[2].joinpath("static", "site.css").exists()
+    assert Path(__file__).resolve().parents[2].joinpath("api", "static", "site.css").exists()
