@@ -119,7 +119,7 @@ def _store(db: Path):
 
 def cmd_calc(args) -> int:
     from api.service import CalculationFailed, calculate
-    from calculators.framework.core import jsonable
+    from calculators.framework import jsonable
     from calculators.framework.registry import REGISTRY
 
     if args.list or not args.name:

@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.requests import Request
 
 from calculators.framework import headline as hf
-from calculators.framework.core import jsonable, num
+from calculators.framework import jsonable, num
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"   # package data of `api`
 _env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,

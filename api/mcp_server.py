@@ -32,7 +32,7 @@ from api.responses import dumps
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from calculators.framework.registry import REGISTRY, Calculator
-from calculators.framework.core import jsonable
+from calculators.framework import jsonable
 from calculators.framework.runner import field_errors
 from calculators.framework.suggest import close_matches, phrase
 
@@ -215,8 +215,6 @@ def _args_schema(model: type[BaseModel]) -> dict:
 
 # --------------------------------------------------------------------------- errors that say the fix
 
-_UNKNOWN_ID = re.compile(r"unknown (\w+) id (['\"])(.*?)\2")
-_SEE_ENDPOINT = re.compile(r"[;,]? ?\(?see /api/v1/(\w+)\)?", re.IGNORECASE)
 _QUOTED = re.compile(r"'([^']*)'")
 _UNION_TAG = re.compile(r"\.[A-Z]\w*$")
 
@@ -275,30 +273,28 @@ class _Ids:
 
 
 def _fix_text(err: dict, body: Any, model: type[BaseModel] | None, ids: _Ids) -> str:
-    """One field error as `field: message. Did you mean …?`, using the error's own suggestions when it
-    has them, else a did-you-mean for an unknown id, field name or enum value."""
+    """One field error as `field: message. Did you mean …?`, from the problem's structured field error: an unknown id
+    (`kind`, `value`, `reason`) points at the tool that lists that kind instead of a URL; otherwise the error's own
+    suggestions, else a did-you-mean for an unknown field name or enum value."""
     field, message = err.get("field", "body"), str(err.get("message", "invalid"))
     suggestions = list(err.get("suggestions") or [])
-    known = _UNKNOWN_ID.search(message)
-    if known:
-        kind, ident = known.group(1), known.group(3)
-        message = _SEE_ENDPOINT.sub("", message).rstrip(" ;.")
-        if not suggestions:
-            suggestions = close_matches(ident, ids.ids(kind))
+    tail = ""
+    if err.get("kind"):
+        kind = str(err["kind"])
+        message = str(err.get("reason") or message)
+        if not suggestions and err.get("value") is not None:
+            suggestions = close_matches(str(err["value"]), ids.ids(kind))
         tool = LIST_TOOL.get(kind)
         tail = f" ({tool} lists them)" if tool else ""
-    else:
-        tail = ""
-        message = _SEE_ENDPOINT.sub(lambda m: f"; see {LIST_TOOL.get(m.group(1).rstrip('s'), m.group(0))}", message)
-        if not suggestions and err.get("type") == "extra_forbidden":
-            leaf = re.split(r"[.\[]", field)[-1]
-            message = "unknown field"
-            suggestions = close_matches(leaf, _fields_at(model, field))
-        elif not suggestions and err.get("type") in ("literal_error", "enum"):
-            value = _at(body, field)
-            allowed = _QUOTED.findall(message)
-            if isinstance(value, str) and allowed:
-                suggestions = close_matches(value, allowed)
+    elif not suggestions and err.get("type") == "extra_forbidden":
+        leaf = re.split(r"[.\[]", field)[-1]
+        message = "unknown field"
+        suggestions = close_matches(leaf, _fields_at(model, field))
+    elif not suggestions and err.get("type") in ("literal_error", "enum"):
+        value = _at(body, field)
+        allowed = _QUOTED.findall(message)
+        if isinstance(value, str) and allowed:
+            suggestions = close_matches(value, allowed)
     text = f"{field}: {message}"
     if suggestions and "did you mean" not in message.lower():   # the runner may already have said it
         text = text.rstrip(".") + "." + phrase(suggestions)

@@ -7,8 +7,9 @@ from starlette.responses import Response
 
 from api.responses import dumps
 
+from api.urls import COLLECTIONS, urls
 # The field naming rule is the runner's, so REST, batch and MCP name fields the same way.
-from calculators.framework.runner import field_errors, field_name, json_syntax_message  # noqa: F401
+from calculators.framework.runner import RunError, field_errors, field_name, json_syntax_message  # noqa: F401
 
 PROBLEM_TYPE = "https://casebook.invalid/problems/"
 
@@ -37,6 +38,25 @@ def problem_body(status: int, title: str, detail: str, errors: list[dict] | None
     body = {"type": PROBLEM_TYPE + (kind or str(status)), "title": title, "status": status, "detail": detail}
     if errors is not None:
         body["errors"] = errors
+    return body
+
+
+def list_url(kind: str) -> str | None:
+    """Where the ids of a record kind are listed (`model` -> /api/v1/models): the pointer REST and the site give."""
+    return urls.api_list(kind) if kind in COLLECTIONS else None
+
+
+def run_error_body(err: RunError) -> dict:
+    """The one translation of a calculation's typed error into a problem body, for REST, batch, the site and MCP
+    (which reads the structured field errors: `reason`, `kind`, `value`, `suggestions`)."""
+    errors = [e.as_dict(list_url) for e in err.errors] if err.errors or err.status in (413, 422) else None
+    body = problem_body(err.status, err.title, err.describe(list_url), errors, err.kind)
+    see = list_url(err.see) if err.see else None
+    if see:
+        body["see"] = see
+    if err.suggestions:
+        body["suggestions"] = list(err.suggestions)
+    body.update(err.extensions)
     return body
 
 

@@ -125,6 +125,11 @@ class FieldError(BaseModel):
                                   "bool_not_number, json_invalid, …")
     suggestions: Optional[list[str]] = Field(None, description="The closest valid names or values, best first "
                                                                "(present when there are any).")
+    reason: Optional[str] = Field(None, description="For an unknown id (`type` unknown_id): the message without the "
+                                                    "pointer and the did-you-mean.")
+    kind: Optional[str] = Field(None, description="For an unknown id: the kind of record named (model, hardware, link, …).")
+    value: Optional[str] = Field(None, description="For an unknown id: the id as given.")
+    see: Optional[str] = Field(None, description="For an unknown id: the list of that kind to choose from.")
 
 
 class Problem(BaseModel):

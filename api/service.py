@@ -1,7 +1,7 @@
 """Front-end glue for running calculators: the store as the lookup, runner errors as problem bodies, and the
 bounded pool that costly calculations run in.
 
-The work itself is `calculators.framework.runner.run`; this module maps its typed errors to RFC 9457 problem details
+The work itself is `api.envelope.run` (the runner's `solve`, wrapped in the envelope); this module maps its typed errors to RFC 9457 problem details
 (`CalculationFailed`) for the HTTP routes, the batch endpoint, the site and MCP, and decides where a
 calculation runs: a cheap one (by the cost model of `calculators.framework.limits`) inline, a costly one in a small
 thread pool with a bounded queue, so that no burst of heavy requests takes every thread of the server and
@@ -15,13 +15,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from api.problems import problem_body
+from api.envelope import case_refs as _case_refs
+from api.envelope import run
+from api.problems import problem_body, run_error_body
 from api.urls import urls
 from calculators.framework import limits
-from calculators.framework.core import no_lookup
+from calculators.framework import no_lookup
 from calculators.framework.registry import REGISTRY
-from calculators.framework.runner import RunError, run
-from calculators.framework.runner import case_refs as _case_refs
+from calculators.framework.runner import RunError
 
 T = TypeVar("T")
 
@@ -37,14 +38,7 @@ class CalculationFailed(Exception):
 
     @classmethod
     def from_run_error(cls, err: RunError) -> CalculationFailed:
-        errors = [e.as_dict() for e in err.errors] if err.errors or err.status in (413, 422) else None
-        body = problem_body(err.status, err.title, err.detail, errors, err.kind)
-        if err.see:
-            body["see"] = err.see
-        if err.suggestions:
-            body["suggestions"] = list(err.suggestions)
-        body.update(err.extensions)
-        return cls(err.status, body)
+        return cls(err.status, run_error_body(err))
 
 
 # --------------------------------------------------------------------------- the pool

@@ -209,6 +209,7 @@ def bench_in_process(repeat: int, profile: bool) -> dict:
     import orjson
 
     from api.responses import dumps
+    from api import envelope
     from calculators.framework import runner
     from calculators.framework.registry import REGISTRY
     from knowledge.build import ensure_built
@@ -220,7 +221,7 @@ def bench_in_process(repeat: int, profile: bool) -> dict:
     lookup = store.lookup
     calc = REGISTRY["roofline"]
     bodies = casebook_bodies()
-    runner.run("roofline", bodies[0], lookup)                      # warm caches (store records, measured tables)
+    envelope.run("roofline", bodies[0], lookup)                      # warm caches (store records, measured tables)
 
     def fresh() -> list:
         return [calc.request_model.model_validate(b) for b in bodies]
@@ -232,7 +233,7 @@ def bench_in_process(repeat: int, profile: bool) -> dict:
         return [runner.compute("roofline", b, lookup) for b in bodies]
 
     def whole() -> bytes:
-        return dumps({"results": [{"status": 200, "response": runner.run("roofline", b, lookup)} for b in bodies]})
+        return dumps({"results": [{"status": 200, "response": envelope.run("roofline", b, lookup)} for b in bodies]})
 
     grid_body = casebook_grid_body()
 
@@ -246,7 +247,7 @@ def bench_in_process(repeat: int, profile: bool) -> dict:
         return runner.compute("roofline", grid_body, lookup)
 
     def grid_whole() -> bytes:
-        return dumps(runner.run("roofline", grid_body, lookup))
+        return dumps(envelope.run("roofline", grid_body, lookup))
 
     results = compute_only(fresh())
     points = sum(np.size(r.outputs["time_s"]) for r in results)

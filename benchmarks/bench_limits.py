@@ -34,7 +34,8 @@ from benchmarks.bench_calculators import sweep_body
 from calculators.framework import limits
 from calculators.framework import CalcInputError
 from calculators.framework.registry import REGISTRY
-from calculators.framework.runner import RunError, run
+from api.envelope import run
+from calculators.framework.runner import RunError
 from knowledge.loader import catalog_lookup, default_catalog
 
 

@@ -6,11 +6,14 @@ import logging
 from typing import Any
 
 from fastapi import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 
+from api.markdown import render_markdown
+from api.problems import ProblemResponse
+from api.responses import FastJSONResponse
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate, case_refs
-from calculators.framework.core import jsonable
+from calculators.framework import jsonable
 from api.site import charts, planner
 from api.site.format import flatten_outputs, pretty_json
 from api.site.forms import (
@@ -118,6 +121,23 @@ def calculators_page(request: Request) -> HTMLResponse:
     return render(request, "calculators.html.j2", title="Calculators", twin=urls.api_list("calculator"), calcs=calcs)
 
 
+def _twin(calc: Calculator, body: dict | None, problem: dict | None, fmt: str, store: Store) -> Response:
+    """The page's question answered as data: the calculator envelope as JSON (`_format=json`) or Markdown (`md`), or
+    the problem that stopped it, as the API answers the same body."""
+    if problem is None:
+        try:
+            envelope = calculate(calc.name, body, store)
+        except CalculationFailed as exc:
+            problem, headers = exc.body, exc.headers
+        else:
+            if fmt == "md":
+                return Response(render_markdown(envelope, calc), media_type="text/markdown; charset=utf-8")
+            return FastJSONResponse(envelope)
+    else:
+        headers = {}
+    return ProblemResponse(problem, status_code=problem.get("status", 422), headers=headers)
+
+
 @router.get("/calculators/{name}", response_class=HTMLResponse)
 def calculator_page(request: Request, name: str) -> HTMLResponse:
     """One calculator computing the request in the URL (its worked example when none is given)."""
@@ -127,6 +147,9 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
         raise NotFound("calculator", name, urls.api_list("calculator"))
     specs = field_specs(calc)
     body, given, problem = request_from_query(request.query_params, calc, specs)
+    twin_format = request.query_params.get("_format")
+    if twin_format in ("json", "md"):
+        return _twin(calc, body, problem, twin_format, store)
     own = SECTIONS.get(name)
     view, view_problem = own.read_view(request.query_params) if own else (None, None)
     if view_problem is not None:
@@ -146,7 +169,8 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
     # the permalink carries the body as given (it computed); the envelope's own URL drops defaults
     permalink = urls.calculator(name, body) if envelope is not None else None
     body_text = pretty_json(body) if body is not None else request.query_params.get("body", "")
-    page = render(request, "calculator.html.j2", title=calc.title, twin=urls.api_item("calculator", name), status=status,
+    twin = urls.calculator(name, body, format="json") if envelope is not None else urls.api_item("calculator", name)
+    page = render(request, "calculator.html.j2", title=calc.title, twin=twin, status=status,
                   calc=calc, specs=specs, values=values, body=body, body_text=body_text, given=given, e=envelope,
                   problem=problem, outputs=_outputs(own, envelope, extra), charts=chart_list, extra=extra,
                   cases=case_refs(store, calc.cases), permalink=permalink, example_url=urls.calculator(name, calc.example),

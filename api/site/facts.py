@@ -23,7 +23,7 @@ from api.queries import (
 )
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate
-from calculators.framework.core import jsonable
+from calculators.framework import jsonable
 from api.site.format import cited_sources, iter_facts
 from api.site.render import (
     distinct,

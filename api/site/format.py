@@ -12,7 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from calculators.framework.core import fmt_s, num
+from calculators.framework import fmt_s, num
 
 Scale = tuple[tuple[float, str, str], ...]
 

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from api.site.chart_layout import compact, ticks
 from api.urls import urls
-from calculators.framework.core import fmt_s, num
+from calculators.framework import fmt_s, num
 
 TEMPLATE = "_planner.html.j2"
 #: outputs drawn by this section rather than listed in the generic result table

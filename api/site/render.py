@@ -34,7 +34,7 @@ from api.site.format import (
     unit_key,
 )
 from api.urls import urls
-from calculators.framework.core import fmt_s, num
+from calculators.framework import fmt_s, num
 from knowledge.store import Page, Store
 
 log = logging.getLogger("casebook.site")

@@ -21,10 +21,4 @@ class UnknownId(CalcInputError):
     def __init__(self, loc: Sequence[str | int] | str, kind: str, ident: str):
         self.kind = kind
         self.ident = ident
-        super().__init__(loc, f"unknown {kind} id {ident!r}; see /api/v1/{kind_plural(kind)}")
-
-
-def kind_plural(kind: str) -> str:
-    return {"hardware": "hardware", "model": "models", "link": "links", "framework": "frameworks",
-            "case": "cases", "price": "prices", "source": "sources"}.get(kind, kind + "s")
-
+        super().__init__(loc, f"unknown {kind} id {ident!r}")

@@ -1,18 +1,19 @@
 """The one way to run a calculator, for every front end (REST, batch, MCP, CLI, site, derivation checks).
 
-`run(name, body, lookup)` validates `body`, computes, and wraps the result in the DESIGN's
-envelope. Failures are typed (`RunError` subclasses carrying an HTTP-like status and the field
-errors), so each front end maps them its own way: a problem+json response, an MCP tool error,
-an exit code.
+`solve(name, body, lookup)` validates `body` and computes; `compute` does the same with the calculator's own
+exceptions (for unit tests). Failures are typed `RunError`s that carry data, not prose with links in it: the HTTP-like
+status, the field errors (field, reason, suggestions, and for an unknown id its kind and value), and for a 404 the
+kind of list to choose from. The front ends (`api/`) turn them into a problem+json body, an MCP tool error or an
+exit code in one place, and add their own pointers (a URL, a tool name) through `describe(pointer)`. The envelope
+with its links is built in `api/envelope.py`.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ValidationError
 
 from calculators.framework import limits
@@ -20,26 +21,50 @@ from calculators.framework.calculator import Calculator
 from calculators.framework.errors import CalcInputError, UnknownId
 from calculators.framework.request import CalcRequest
 from calculators.framework.lookup import Lookup, ids_of, no_lookup
-from calculators.framework.result import Result, request_inputs
-from calculators.framework.sweeps import on_grid
+from calculators.framework.result import Result
 from calculators.framework.registry import REGISTRY
 from calculators.framework.suggest import close_matches, phrase
 
 
+#: how a front end points at the list of a record kind (a URL, an MCP tool name), or None for no pointer
+Pointer = Callable[[str], str | None] | None
+
+
 @dataclass
 class FieldError:
-    """One thing wrong with a request: the field as the user wrote it, and why."""
+    """One thing wrong with a request: the field as the user wrote it, why, and what was probably meant.
+
+    For an unknown id, `kind` and `value` name it (`model`, `qwen9`): a front end points at the list of that kind
+    and the `suggestions` are the closest ids."""
 
     field: str
-    message: str
+    message: str                                            # the reason, without pointers
     type: str = "value_error"
     where: str = "body"
     suggestions: list[str] = field(default_factory=list)   # what the user probably meant (did-you-mean)
+    kind: str | None = None                                 # the record kind of an unknown id
+    value: str | None = None                                # the unknown id itself
 
-    def as_dict(self) -> dict:
-        d = {"field": self.field, "in": self.where, "message": self.message, "type": self.type}
+    def text(self, pointer: Pointer = None) -> str:
+        """The message for a person: the reason, where to look (`pointer(kind)`, when given) and the did-you-mean
+        of an unknown id."""
+        msg = self.message
+        where = pointer(self.kind) if pointer and self.kind else None
+        if where:
+            msg += f"; see {where}"
+        if self.kind and self.suggestions:
+            msg += "." + phrase(self.suggestions)
+        return msg
+
+    def as_dict(self, pointer: Pointer = None) -> dict:
+        d = {"field": self.field, "in": self.where, "message": self.text(pointer), "type": self.type}
         if self.suggestions:
             d["suggestions"] = list(self.suggestions)
+        if self.kind:
+            d.update({"reason": self.message, "kind": self.kind, "value": self.value})
+            where = pointer(self.kind) if pointer else None
+            if where:
+                d["see"] = where
         return d
 
 
@@ -50,22 +75,32 @@ class RunError(Exception):
     status: int
     kind: str                    # not-found | validation | too-large | calculator-bug
     title: str
-    detail: str
+    detail: str                  # what is wrong, without pointers (with field errors: the lead before them)
     errors: list[FieldError] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)   # for a 404: the known names closest to the one asked for
-    see: str | None = None                                 # for a 404: the list to choose from
+    see: str | None = None                                 # for a 404: the kind of list to choose from
     extensions: dict = field(default_factory=dict)         # for a 413 over a limit: the limit, the cost, the advice
+    joined: bool = False                                   # the detail is `lead: field: message; …` of the errors
+
+    def describe(self, pointer: Pointer = None) -> str:
+        """The detail for a person, with the front end's pointers (`pointer(kind)`: a URL, a tool name)."""
+        if self.joined:
+            parts = "; ".join(f"{e.field}: {e.text(pointer)}" for e in self.errors)
+            return f"{self.detail}: {parts}" if self.detail else parts
+        where = pointer(self.see) if pointer and self.see else None
+        if where:
+            return f"{self.detail}; see {where}.{phrase(self.suggestions)}"
+        return f"{self.detail}.{phrase(self.suggestions)}" if self.suggestions else self.detail
 
     def __str__(self) -> str:
-        return self.detail
+        return self.describe()
 
 
 def unknown_calculator(name: str) -> RunError:
     """A 404 naming the list of calculators and the names closest to `name`."""
     found = close_matches(name, list(REGISTRY))
-    return RunError(404, "not-found", "Unknown calculator",
-                    f"no calculator named {name!r}; see /api/v1/calculators.{phrase(found)}",
-                    suggestions=found, see="/api/v1/calculators")
+    return RunError(404, "not-found", "Unknown calculator", f"no calculator named {name!r}", suggestions=found,
+                    see="calculator")
 
 
 _TYPE_TAG = re.compile(r"^(constrained-\w+|float|int|str|bool|none|list\[.*\]|dict\[.*\]|[\w-]+\[.*\]|function-\w+\[.*\])$")
@@ -204,10 +239,8 @@ def compute(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculato
 
 def unknown_id_error(exc: UnknownId, lookup: Lookup) -> FieldError:
     """An unknown store id as a field error with the ids closest to it (when the lookup can list them)."""
-    field = field_name(exc.loc)
     found = close_matches(exc.ident, ids_of(lookup, exc.kind))
-    hint = phrase(found)
-    return FieldError(field, exc.message + ("." + hint if hint else ""), "unknown_id", "body", found)
+    return FieldError(field_name(exc.loc), exc.message, "unknown_id", "body", found, exc.kind, exc.ident)
 
 
 def solve(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator, BaseModel, Result]:
@@ -217,139 +250,14 @@ def solve(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator,
     except ValidationError as exc:
         calc = REGISTRY.get(name)
         errors = field_errors(exc.errors(include_url=False), ("body",), calc.request_model if calc else None)
-        raise RunError(422, "validation", "Invalid request",
-                       "invalid field(s): " + "; ".join(f"{e.field}: {e.message}" for e in errors), errors) from None
+        raise RunError(422, "validation", "Invalid request", "invalid field(s)", errors, joined=True) from None
     except UnknownId as exc:
-        err = unknown_id_error(exc, lookup)
-        raise RunError(422, "validation", "Invalid request", f"{err.field}: {err.message}", [err]) from None
+        raise RunError(422, "validation", "Invalid request", "", [unknown_id_error(exc, lookup)], joined=True) from None
     except CalcInputError as exc:
         field = field_name(exc.loc)
         if exc.status == 422:
-            raise RunError(422, "validation", "Invalid request", f"{field}: {exc.message}",
-                           [FieldError(field, exc.message)]) from None
-        raise RunError(exc.status, "too-large", "Request too large", f"{field}: {exc.message}",
-                       [FieldError(field, exc.message)], extensions=getattr(exc, "extensions", {})) from None
+            raise RunError(422, "validation", "Invalid request", "", [FieldError(field, exc.message)], joined=True) from None
+        raise RunError(exc.status, "too-large", "Request too large", "", [FieldError(field, exc.message)],
+                       extensions=getattr(exc, "extensions", {}), joined=True) from None
     except (ArithmeticError, ValueError) as exc:  # a calculator bug on accepted input: say so, never hide it
         raise RunError(500, "calculator-bug", "Calculator error", f"{name} failed on a valid request: {exc}") from None
-
-
-#: `urlencode`'s escaping of one byte (quote_plus: letters, digits and `_.-~` kept, space as +, the rest %XX).
-_QUERY_ESCAPE = {b: (chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in "_.-~") else
-                     "+" if b == 0x20 else f"%{b:02X}") for b in range(256)}
-#: the characters a JSON body of numbers escapes (`%` first, then `+` before space becomes `+`)
-_QUERY_COMMON = '%+ ,[]{}:"'
-_QUERY_PLAIN = bytes(b for b in range(256) if _QUERY_ESCAPE[b] == chr(b) or chr(b) in _QUERY_COMMON)
-
-
-def query_escape(data: bytes) -> str:
-    """`quote_plus(data)`, the same text in C-speed passes (a sweep's body is tens of kB of digits and commas,
-    which `quote_plus` would escape with a Python call per character)."""
-    text = data.decode("latin-1")
-    if data.translate(None, _QUERY_PLAIN):          # a byte beyond the common ones: one table pass
-        return text.translate(_QUERY_ESCAPE)
-    for ch in _QUERY_COMMON:
-        if ch in text:
-            text = text.replace(ch, _QUERY_ESCAPE[ord(ch)])
-    return text
-
-
-def calculator_url(name: str, body: dict | None = None) -> str:
-    """The explainer page of a calculator, with `body` as its shareable query (the site's URL for it)."""
-    if body is None:
-        return f"/calculators/{name}"
-    return _url_with_json(name, orjson.dumps(body))
-
-
-def _url_with_json(name: str, body_json: bytes) -> str:
-    """The calculator page whose `body` query is this JSON text (already encoded, so it is not encoded twice)."""
-    return f"/calculators/{name}?body=" + query_escape(body_json)
-
-
-#: longest explanation URL given whole: 8,000 characters is what common servers and proxies accept in a request
-#: line (nginx's default header buffer is 8 KiB); a sweep beyond it links the page of its first point
-EXPLANATION_URL_MAX = 8000
-
-
-def explanation_link(calc: Calculator, body: dict) -> str:
-    """The explainer page computing `body`; when that URL would be longer than EXPLANATION_URL_MAX (a sweep of
-    thousands of points), the page of the sweep's first point (every swept field at its first value), which is
-    the point the headline and the steps describe; when even that is too long, the calculator's form."""
-    body_json = orjson.dumps(body)
-    if len(body_json) <= EXPLANATION_URL_MAX:                # escaping only lengthens: test the cheap bound first
-        url = _url_with_json(calc.name, body_json)
-        if len(url) <= EXPLANATION_URL_MAX:
-            return url
-    url = calculator_url(calc.name, first_point(body, calc.sweepable))
-    return url if len(url) <= EXPLANATION_URL_MAX else calculator_url(calc.name)
-
-
-def first_point(body: dict, sweepable: Sequence[str]) -> dict:
-    """`body` with every swept field (dotted paths into nested objects) at its first value; the rest shared."""
-    first = dict(body)
-    for path in sweepable:
-        *parents, leaf = path.split(".")
-        node = first
-        for key in parents:
-            child = node.get(key)
-            if not isinstance(child, dict):
-                node = None
-                break
-            node[key] = node = dict(child)                  # copy on the way down: `body` is never changed
-        if node is not None and isinstance(node.get(leaf), list) and node[leaf]:
-            node[leaf] = node[leaf][0]
-    return first
-
-
-def _get(lookup: Lookup, kind: str, ident: str) -> dict | None:
-    try:
-        return lookup(kind, ident)
-    except KeyError:
-        return None
-
-
-def case_refs(lookup: Lookup, slugs: Sequence[str]) -> list[dict]:
-    """The cases that explain a calculator, as {slug, titles, url} (unknown slugs are skipped)."""
-    refs = []
-    for slug in slugs:
-        c = _get(lookup, "case", slug)
-        if c:
-            refs.append({"slug": slug, "title_zh": c["title_zh"], "title_en": c["title_en"], "url": f"/cases/{slug}"})
-    return refs
-
-
-def _with_source_titles(lookup: Lookup, sources: list[dict]) -> list[dict]:
-    """Each cited fact with its source's URL and title beside the source id."""
-    out = []
-    for s in sources:
-        s = dict(s)
-        src = _get(lookup, "source", s["source"]) if s.get("source") else None
-        if src:
-            s["source_url"] = s.get("source_url") or src.get("url")
-            s["source_title"] = src.get("title")
-        out.append(s)
-    return out
-
-
-def envelope(calc: Calculator, request: BaseModel, result: Result, lookup: Lookup) -> dict:
-    """The DESIGN's calculator envelope for a computed result."""
-    inputs = dict(result.inputs)
-    config = inputs.pop("hf_config", None)       # the attribute pydantic lets us use; users write `model_config`
-    if config is not None:
-        inputs["model_config"] = config
-    inputs["sources"] = _with_source_titles(lookup, result.sources)
-    return {
-        "calculator": calc.name,
-        "headline": result.headline,
-        "inputs": inputs,
-        "outputs": result.outputs if result.grid_shape is None else on_grid(result.outputs, result.grid_shape),
-        "steps": [s.as_dict() for s in result.steps],
-        "assumptions": result.assumptions,
-        "cases": case_refs(lookup, calc.cases),
-        "explanation_url": explanation_link(calc, request_inputs(request, exclude_unset=True, by_alias=True)),
-    }
-
-
-def run(name: str, body: Any, lookup: Lookup = no_lookup) -> dict:
-    """Validate `body`, compute and wrap: the envelope, or a RunError saying what to fix."""
-    calc, request, result = solve(name, body, lookup)
-    return envelope(calc, request, result, lookup)

@@ -122,7 +122,10 @@ def test_a_long_sweep_links_the_page_of_its_first_point_not_an_unusable_url(clie
     """A 20,000-point sweep would need a ~150 kB URL (beyond what servers and proxies take in a request line, our
     own 64 KiB head limit included): the link explains the first point, which the headline and steps describe,
     and the page answers."""
-    from calculators.framework.runner import EXPLANATION_URL_MAX, calculator_url
+    from api.envelope import EXPLANATION_URL_MAX
+    from api.urls import urls
+
+    calculator_url = urls.calculator
 
     tokens = list(range(1000, 1000 + 20_000 * 7, 7))
     body = {"model": "qwen3-8b", "tokens": tokens, "requests": 4}
@@ -138,7 +141,7 @@ def test_a_long_sweep_links_the_page_of_its_first_point_not_an_unusable_url(clie
 
 
 def test_first_point_takes_the_first_value_of_swept_fields_only_and_leaves_the_request_alone():
-    from calculators.framework.runner import first_point
+    from api.envelope import first_point
 
     body = {"tokens": [1, 2], "operation": {"m": [3, 4], "k": 5}, "segments": [7, 8]}
     got = first_point(body, ("tokens", "operation.m", "operation.count", "absent.field"))

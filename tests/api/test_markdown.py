@@ -8,7 +8,7 @@ import pytest
 
 from api.markdown import block, inline, outputs_markdown, render_markdown, scalar, table
 from calculators.framework.registry import REGISTRY
-from calculators.framework.runner import run
+from api.envelope import run
 
 #: Python reprs that must not reach a Markdown answer.
 REPRS = re.compile(r"\b(True|False|None)\b|\{'|\['")

@@ -210,7 +210,7 @@ GRID_AXES = {"batch": [1, 8, 64], "context_tokens": [0, 1024, 32768, 131072], "k
 def _answer(body, lookup):
     """The JSON answer's outputs (grids spread over their whole shape), as plain Python values."""
     from calculators.framework import jsonable
-    from calculators.framework.runner import run as run_envelope
+    from api.envelope import run as run_envelope
     return jsonable(run_envelope("roofline", body, lookup)["outputs"])
 
 

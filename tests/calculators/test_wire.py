@@ -14,7 +14,8 @@ from api.markdown import render_markdown
 from api.responses import dumps
 from calculators.framework import Points, Result, first, jsonable, out, whole_numbers
 from calculators.framework.registry import REGISTRY
-from calculators.framework.runner import compute, envelope, run
+from api.envelope import envelope, run
+from calculators.framework.runner import compute
 
 SWEEP = {"model": "qwen3-8b", "hardware": "h100-sxm", "phase": "decode", "batch": [1, 8, 64, 256] * 5,
          "context_tokens": [1024 * (i + 1) for i in range(20)], "estimate": "bound"}

@@ -17,7 +17,8 @@ import pytest
 
 from calculators.framework import limits
 from calculators.framework.registry import REGISTRY
-from calculators.framework.runner import RunError, run
+from api.envelope import run
+from calculators.framework.runner import RunError
 
 PROBLEM = "application/problem+json"
 ROOT = Path(__file__).resolve().parents[2]

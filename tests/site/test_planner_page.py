@@ -199,14 +199,15 @@ def test_view_parameters_are_not_request_fields():
     assert not fields & set(planner.VIEW_PARAMS)
 
 
-def test_json_twin_is_the_calculators_json(client, example, outputs):
+def test_json_twin_is_the_computed_plan(client, example, outputs):
+    """The page's JSON twin answers the page's question: the envelope of the same request, not the description."""
     r = page(client, example, sort="cost_per_hour_usd")
     twins = parse(r.text).twins
-    assert twins and twins[0] == urls.api_item("calculator", NAME)
+    assert twins and twins[0] == urls.calculator(NAME, example, format="json")
     t = client.get(twins[0])
     assert t.status_code == 200 and t.headers["content-type"].startswith("application/json")
-    env = client.post(twins[0], json=example).json()
-    assert env["outputs"]["best"] == outputs["best"]
+    env = t.json()
+    assert env["calculator"] == NAME and env["outputs"]["best"] == outputs["best"]
     # the JSON's explanation URL is this page, computing the same plan
     back = client.get(env["explanation_url"])
     assert back.status_code == 200 and str(escape(outputs["headline"])) in back.text

@@ -78,7 +78,7 @@ class Candidate(CalcRequest):
     name: str = Field(min_length=1, max_length=100, description="Label used in the outputs and the break-even pairs.",
                       examples=["B"])
     price_per_mtok: PricePerMtok | None = Field(None, description="Explicit prices per million tokens.")
-    price: str | None = Field(None, min_length=1, max_length=200, description="Id of a price record in the store (see /api/v1/prices).")
+    price: str | None = Field(None, min_length=1, max_length=200, description="Id of a price record in the store (the prices list names them).")
     self_hosted: SelfHosted | None = Field(None, description="Rented pool instead of per-token prices; needs `tokens_per_s`.")
     usage: Usage = Field(default_factory=Usage, description="Tokens per call.")
     pass_rate: Fraction = Field(1.0, description="Fraction of tasks that pass the quality check (0–1).", examples=[0.98])
