@@ -1,7 +1,7 @@
 """Build the DuckDB store from the data files: validate, migrate, load, then swap in atomically.
 
 Besides the records and the measured tables it derives one set of facts: the α–β fit of every measured
-all-reduce (`measured_fit`, one row per system, table and GPU count, via `calculators.perf.link_fit`), each
+all-reduce (`measured_fit`, one row per system, table and GPU count, via `calculators.domain.link_fit`), each
 row naming the measured file and sha256 it was fitted to.
 
 `python -m knowledge.build [--db PATH] [--check]` is the same as `casebook build`.
@@ -175,7 +175,7 @@ def measured_fit_rows(files: list[dict], read: Callable[[dict], dict[str, np.nda
     (`M.FITTED_TABLES`) of every measured file, `read(f)` giving that file's columns."""
     from knowledge import tables as T  # SQLModel: only when writing a store
 
-    from calculators.perf.link_fit import fit_all_reduce
+    from calculators.domain.link_fit import fit_all_reduce
 
     rows = []
     for f in files:

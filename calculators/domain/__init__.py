@@ -1,1 +1,50 @@
-"""TODO"""
+"""The domain layer: what the calculators know about the things they compute with.
+
+Number formats (`formats`), hardware, links, prices and the one memory rule (`hardware`, `link_fit`), model
+architectures and their KV and parameter ledgers (`architecture`), Hugging Face config readers (`hf_config` over
+`hf_reader` and `hf_layouts`) and the request sub-models several calculators share (`requests`). Families and the
+perf package import from this face; the modules behind it are private to the package.
+"""
+from __future__ import annotations
+
+from calculators.domain.formats import (
+    ALIASES, FORMATS, FORMAT_HELP, Fmt, FormatField, FormatName, FormatSpec, SHIPPED, WeightFormats, bits_per_param,
+    canonical_name, format_bytes, format_label, output_label, resolve_format, shipped_weight_formats,
+)
+from calculators.domain.hardware import (
+    DEFAULT_MEMORY_UTILIZATION, DEFAULT_RUNTIME_RESERVE_BYTES, HardwareSpec, LinkSpec, MEMORY_RULE, PRECISIONS,
+    Peak, SCOPES, alpha_assumption, describe_fit, explain_memory_rule, hardware_rates, hardware_spec, link_spec,
+    measured_link_fits, note_scope, spec_from_record, stored_device_price, usable_memory_bytes,
+)
+from calculators.domain.link_fit import (
+    AllReduceFit, DTYPE_BYTES, fit_all_reduce, fit_for, fit_line,
+)
+from calculators.domain.architecture import (
+    Arch, COMPONENTS, GroupSpec, MODEL_CONFIG_FIELD, SHAPE_FIELDS, SPLIT_ATTENTION, Sizes, StreamSpec,
+    arch_from_record, cache_bytes, entries_at, exact, group_lines, groups_from_architecture, groups_from_model,
+    intify, kv_sizes, kv_source, ledger, model_record, model_weight_bytes, record_from_hf_config, resolve_groups,
+    written_bytes,
+)
+from calculators.domain.requests import (
+    Architecture, Count, Dim, ExpertCount, HeadCount, HeadDim, Heads, LayerGroup, Layers, MLASpec, MoESpec,
+    OptWidth, PosHeadDim, ShapeArchitecture, Stream, Vocab, Width, arch_from_request, resolve_arch,
+)
+from calculators.domain.hf_config import (
+    ORDER, record_from_config,
+)
+
+__all__ = [
+    'ALIASES', 'AllReduceFit', 'Arch', 'Architecture', 'COMPONENTS', 'Count', 'DEFAULT_MEMORY_UTILIZATION',
+    'DEFAULT_RUNTIME_RESERVE_BYTES', 'DTYPE_BYTES', 'Dim', 'ExpertCount', 'FORMATS', 'FORMAT_HELP', 'Fmt',
+    'FormatField', 'FormatName', 'FormatSpec', 'GroupSpec', 'HardwareSpec', 'HeadCount', 'HeadDim', 'Heads',
+    'LayerGroup', 'Layers', 'LinkSpec', 'MEMORY_RULE', 'MLASpec', 'MODEL_CONFIG_FIELD', 'MoESpec', 'ORDER',
+    'OptWidth', 'PRECISIONS', 'Peak', 'PosHeadDim', 'SCOPES', 'SHAPE_FIELDS', 'SHIPPED', 'SPLIT_ATTENTION',
+    'ShapeArchitecture', 'Sizes', 'Stream', 'StreamSpec', 'Vocab', 'WeightFormats', 'Width', 'alpha_assumption',
+    'arch_from_record', 'arch_from_request', 'bits_per_param', 'cache_bytes', 'canonical_name', 'describe_fit',
+    'entries_at', 'exact', 'explain_memory_rule', 'fit_all_reduce', 'fit_for', 'fit_line', 'format_bytes',
+    'format_label', 'group_lines', 'groups_from_architecture', 'groups_from_model', 'hardware_rates',
+    'hardware_spec', 'intify', 'kv_sizes', 'kv_source', 'ledger', 'link_spec', 'measured_link_fits', 'model_record',
+    'model_weight_bytes', 'note_scope', 'output_label', 'record_from_config', 'record_from_hf_config',
+    'resolve_arch', 'resolve_format', 'resolve_groups', 'shipped_weight_formats', 'spec_from_record',
+    'stored_device_price', 'usable_memory_bytes', 'written_bytes',
+]

@@ -260,7 +260,7 @@ def measured_link_fits(lookup: Lookup, link_id: str, hardware_id: str | None = N
 
     A link maps to the systems measured over it (`lookup("measurement", "systems")`); when the request names
     hardware measured on that link, its system is used, else the link's first system."""
-    from calculators.perf.link_fit import fit_all_reduce
+    from calculators.domain.link_fit import fit_all_reduce
 
     try:
         systems = lookup("measurement", "systems")

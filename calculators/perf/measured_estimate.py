@@ -12,6 +12,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
+from calculators.domain import format_label, hardware_spec
 from calculators.framework import CalcInputError, Lookup, Result, first, fmt_s, num, out
 
 Estimate = Literal["bound", "measured", "both"]
@@ -40,10 +41,8 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
                   tokens: Any, context_tokens: Any, tp: Any, weight_format: Any, kv_format: Any,
                   bound_s: Any) -> dict:
     """Outputs of the measured estimate of a decode or prefill step (empty when not asked for or not possible)."""
-    from calculators.domain.formats import format_label
     from calculators.perf.measured_step import decode_step, prefill_step
     from calculators.perf.measured_tables import load_system
-    from calculators.domain.hardware import hardware_spec
 
     mode = getattr(req, "estimate", None)
     if mode == "bound":

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from calculators.domain.architecture import Arch, ledger
+from calculators.domain import Arch, ledger
 from calculators.framework import CalcInputError
 from calculators.perf.measured import (
     allreduce_kernel,

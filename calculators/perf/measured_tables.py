@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from calculators.framework import CalcInputError, Lookup
-from calculators.domain.formats import FORMATS, canonical_name
+from calculators.domain import FORMATS, canonical_name
 
 #: latency columns of the measured tables are in milliseconds
 LATENCY_UNIT_S = 1e-3

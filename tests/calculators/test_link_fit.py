@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from calculators.perf.link_fit import DTYPE_BYTES, fit_all_reduce, fit_for
+from calculators.domain.link_fit import DTYPE_BYTES, fit_all_reduce, fit_for
 from calculators.framework.runner import compute
 from knowledge.loader import catalog_lookup, default_catalog
 

@@ -104,7 +104,7 @@ def test_validation():
 def test_compendium_claim_with_store_facts(lookup):
     """Llama 3.1 70B (hidden, layers from the store) at TP=2 over NVLink 4 and PCIe 4.0 x16: by default the link's
     α–β comes from measured NCCL all-reduces (h100_sxm and l40s); the datasheet rate is one field away."""
-    from calculators.perf.link_fit import fit_all_reduce
+    from calculators.domain.link_fit import fit_all_reduce
 
     body = {"model": "llama-3.1-70b", "tp": 2, "allreduces_per_layer": 1}
     decode_nv = calc({**body, "tokens": 1, "link": "nvlink4"}, lookup)

@@ -1,12 +1,12 @@
 """The α–β fits of the measured all-reduces stored at build time (`measured_fit`): they are what
-`calculators.perf.link_fit.fit_all_reduce` gives on the same rows, one per GPU count of every measured
+`calculators.domain.link_fit.fit_all_reduce` gives on the same rows, one per GPU count of every measured
 system's nccl and custom_allreduce table, each naming the measured file and sha256 it came from."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from calculators.perf.link_fit import fit_all_reduce
+from calculators.domain.link_fit import fit_all_reduce
 from knowledge import measurements as M
 from knowledge.build import measured_fit_rows
 from knowledge.store import Store

@@ -26,7 +26,7 @@ from calculators.framework import (
 )
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.hardware import hardware_spec, note_scope
+from calculators.domain import hardware_spec, note_scope
 
 
 class DynamicPower(CalcRequest):

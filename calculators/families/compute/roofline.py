@@ -20,14 +20,14 @@ from calculators.framework import (
 )
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
-from calculators.domain.formats import FORMATS, resolve_format, shipped_weight_formats
-from calculators.perf.step_terms import causal_pairs, moe_split, published_moe_split
-from calculators.perf.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
-from calculators.domain.architecture import ledger
-from calculators.domain.formats import FormatField as Format, format_bytes
-from calculators.domain.hardware import hardware_rates
-from calculators.domain.requests import ShapeArchitecture, resolve_arch
+from calculators.domain import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
+from calculators.domain import FORMATS, resolve_format, shipped_weight_formats
+from calculators.perf import causal_pairs, moe_split, published_moe_split
+from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
+from calculators.domain import ledger
+from calculators.domain import FormatField as Format, format_bytes
+from calculators.domain import hardware_rates
+from calculators.domain import ShapeArchitecture, resolve_arch
 
 
 # --------------------------------------------------------------------------- operations

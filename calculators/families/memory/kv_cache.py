@@ -34,18 +34,10 @@ from calculators.framework import (
     out,
     request_inputs,
 )
-from calculators.domain.architecture import (
-    MODEL_CONFIG_FIELD,
-    GroupSpec,
-    group_lines,
-    intify,
-    kv_sizes,
-    model_weight_bytes,
-    resolve_groups,
-)
-from calculators.domain.formats import output_label, FORMAT_HELP, Fmt, FormatField, resolve_format
-from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope
-from calculators.domain.requests import Architecture
+from calculators.domain import MODEL_CONFIG_FIELD, GroupSpec, group_lines, intify, kv_sizes, model_weight_bytes, resolve_groups
+from calculators.domain import output_label, FORMAT_HELP, Fmt, FormatField, resolve_format
+from calculators.domain import explain_memory_rule, hardware_spec, note_scope
+from calculators.domain import Architecture
 from calculators.framework import headline as H
 
 

@@ -20,11 +20,11 @@ from calculators.framework import (
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
     PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num, out,
 )
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
+from calculators.domain import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
 from calculators.framework import quiet
 from calculators.framework import Calculator, Chart
-from calculators.domain.formats import FORMAT_HELP, FormatField
-from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope
+from calculators.domain import FORMAT_HELP, FormatField
+from calculators.domain import explain_memory_rule, hardware_spec, note_scope
 from calculators.framework import headline as H
 
 

@@ -43,10 +43,10 @@ from calculators.framework import (
     out,
     request_inputs,
 )
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
-from calculators.domain.requests import Architecture
-from calculators.perf.step_terms import causal_pairs
-from calculators.domain.formats import FormatField, resolve_format
+from calculators.domain import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
+from calculators.domain import Architecture
+from calculators.perf import causal_pairs
+from calculators.domain import FormatField, resolve_format
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
 

@@ -17,8 +17,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
-from calculators.domain.formats import output_label, FORMATS, Fmt, FormatField, resolve_format
+from calculators.domain import MODEL_CONFIG_FIELD, model_record
+from calculators.domain import output_label, FORMATS, Fmt, FormatField, resolve_format
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
 from calculators.framework import (

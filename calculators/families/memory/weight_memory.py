@@ -36,26 +36,12 @@ from calculators.framework import (
     out,
     request_inputs,
 )
-from calculators.domain.architecture import (
-    COMPONENTS,
-    MODEL_CONFIG_FIELD,
-    exact,
-    ledger,
-)
+from calculators.domain import COMPONENTS, MODEL_CONFIG_FIELD, exact, ledger
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.formats import (
-    FORMAT_HELP,
-    FormatField,
-    WeightFormats,
-    bits_per_param,
-    format_bytes,
-    format_label,
-    resolve_format,
-    shipped_weight_formats,
-)
-from calculators.domain.requests import ShapeArchitecture, resolve_arch
-from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope, usable_memory_bytes
+from calculators.domain import FORMAT_HELP, FormatField, WeightFormats, bits_per_param, format_bytes, format_label, resolve_format, shipped_weight_formats
+from calculators.domain import ShapeArchitecture, resolve_arch
+from calculators.domain import explain_memory_rule, hardware_spec, note_scope, usable_memory_bytes
 
 # Storage formats come from the one table every calculator shares.
 Format = FormatField

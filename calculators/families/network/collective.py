@@ -17,7 +17,7 @@ from calculators.framework import (
     request_inputs,
     CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
-from calculators.perf.collective import BUS_FACTOR, FORMULAS, ROUNDS, Algorithm, Label, Operation, chunk_bytes, collective_cost, resolve_link
+from calculators.perf import BUS_FACTOR, FORMULAS, ROUNDS, Algorithm, Label, Operation, chunk_bytes, collective_cost, resolve_link
 
 class FollowUp(CalcRequest):
     """A further collective run after the main one, on the same link (a layer's communication plan)."""

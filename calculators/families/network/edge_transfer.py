@@ -19,7 +19,7 @@ from calculators.framework import (
 )
 from calculators.framework import Calculator, Chart
 from calculators.framework import headline as H
-from calculators.domain.hardware import hardware_spec, note_scope
+from calculators.domain import hardware_spec, note_scope
 
 TERMS = ("upload", "rtt", "processing", "download", "codec")
 TERM_NAMES = {"upload": "the upload", "rtt": "the round trip", "processing": "cloud processing",

@@ -18,10 +18,10 @@ from calculators.framework import (
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
     Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.perf.collective import FORMULAS, Algorithm, collective_cost, resolve_link
+from calculators.perf import FORMULAS, Algorithm, collective_cost, resolve_link
 
 
 class TpOverheadRequest(CalcRequest):

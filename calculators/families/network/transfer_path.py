@@ -10,12 +10,12 @@ from pydantic import Field, model_validator
 
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.hardware import link_spec
+from calculators.domain import link_spec
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
-from calculators.perf.collective import Label
+from calculators.perf import Label
 
 class Rate(CalcRequest):
     """A bandwidth given once: bytes/s, bits/s or a link id."""

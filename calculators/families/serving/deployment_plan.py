@@ -20,20 +20,17 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from calculators.domain.architecture import (
-    MODEL_CONFIG_FIELD, COMPONENTS, arch_from_record, groups_from_model, kv_sizes, ledger, model_record,
-)
+from calculators.domain import MODEL_CONFIG_FIELD, COMPONENTS, arch_from_record, groups_from_model, kv_sizes, ledger, model_record
 from calculators.framework import Calculator
 from calculators.framework import (
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, Result, fmt_bytes, fmt_s, num, request_inputs,
 )
-from calculators.domain.formats import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
-from calculators.perf.link_fit import fit_for
+from calculators.domain import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
+from calculators.domain import fit_for
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
+from calculators.perf import decode_step, load_system, measured_system_of, prefill_step
 from calculators.framework import headline as H
-from calculators.domain.hardware import (
-    DEFAULT_MEMORY_UTILIZATION, hardware_spec, measured_link_fits, note_scope, stored_device_price, usable_memory_bytes,
-)
+from calculators.domain import DEFAULT_MEMORY_UTILIZATION, hardware_spec, measured_link_fits, note_scope, stored_device_price, usable_memory_bytes
 
 #: the main data-centre GPUs a plan considers when the request names none
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "b200-sxm", "a100-80gb-sxm", "mi300x")
@@ -178,12 +175,9 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
     prefill_tokens = max(1, int(round(req.input_tokens * (1 - req.prefix_hit_rate))))
 
     # measured system, if any
-    from calculators.perf.measured_estimate import measured_system_of
-
     system = None
     sys_name = measured_system_of(lookup, hw_id) if req.estimate != "bound" else None
     if sys_name:
-        from calculators.perf.measured_tables import load_system
         try:
             system = load_system(lookup, sys_name, hw)
         except CalcInputError:
@@ -255,8 +249,6 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
 
     tpot, t_prefill, source = tpot_bound, t_prefill_bound, "bound"
     if system is not None:
-        from calculators.perf.measured_step import decode_step, prefill_step
-
         try:
             # the kernels depend on (tp, batch) only: evaluate each pair once
             pairs, inverse = np.unique(np.stack([T, B]), axis=1, return_inverse=True)
@@ -489,8 +481,6 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     if n_configs > MAX_CONFIGURATIONS:
         raise CalcInputError("batch", f"{n_configs:,} configurations exceed {MAX_CONFIGURATIONS:,}; narrow tp, pp, batch or hardware", 413)
     plans: list[dict] = []
-    from calculators.perf.measured_estimate import measured_system_of
-
     derate: dict = {}
     order = sorted(req.hardware, key=lambda h: measured_system_of(lookup, h) is None)   # measured hardware first
     for hw_id in order:

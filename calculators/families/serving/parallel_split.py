@@ -17,11 +17,11 @@ from calculators.framework import (
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
 )
 from calculators.framework import Calculator, Chart
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
-from calculators.perf.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
-from calculators.domain.formats import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
-from calculators.domain.hardware import explain_memory_rule, hardware_spec, note_scope
-from calculators.perf.collective import collective_cost, resolve_link
+from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
+from calculators.domain import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
+from calculators.domain import explain_memory_rule, hardware_spec, note_scope
+from calculators.perf import collective_cost, resolve_link
 from calculators.framework import headline as H
 
 

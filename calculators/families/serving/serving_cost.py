@@ -39,17 +39,10 @@ from calculators.framework import (
 )
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.architecture import (
-    MODEL_CONFIG_FIELD,
-    arch_from_record,
-    groups_from_model,
-    kv_sizes,
-    model_record,
-    model_weight_bytes,
-)
-from calculators.perf.measured_estimate import ESTIMATE_FIELD, Estimate, step_estimate
-from calculators.domain.formats import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
-from calculators.domain.hardware import hardware_spec, note_scope, stored_device_price, usable_memory_bytes
+from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
+from calculators.domain import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
+from calculators.domain import hardware_spec, note_scope, stored_device_price, usable_memory_bytes
 
 
 class ServingCostRequest(CalcRequest):

@@ -32,12 +32,12 @@ from calculators.framework import (
     out,
     request_inputs,
 )
-from calculators.domain.architecture import MODEL_CONFIG_FIELD
+from calculators.domain import MODEL_CONFIG_FIELD
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Chart
-from calculators.domain.hardware import hardware_rates
-from calculators.domain.architecture import ledger
-from calculators.domain.requests import ShapeArchitecture, resolve_arch
+from calculators.domain import hardware_rates
+from calculators.domain import ledger
+from calculators.domain import ShapeArchitecture, resolve_arch
 
 
 class AttentionShape(CalcRequest):
