@@ -49,9 +49,9 @@ INSTRUCTIONS = (
 ANNOTATIONS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                               open_world_hint=False)
 
-#: calculators that are also tools of their own (compact schema); every calculator is reachable by `calculate`
-DIRECT = ("kv-cache", "parallel-split", "lora", "routing-cost", "edge-transfer", "deployment-plan",
-          "serving-cost", "roofline")
+#: calculators that are also tools of their own (compact schema): those whose entry says `mcp_tool`; every calculator
+#: is reachable by `calculate`
+DIRECT = tuple(name for name, calc in REGISTRY.items() if calc.mcp_tool)
 
 #: the list tool an unknown id of each kind points to
 LIST_TOOL = {"model": "list_models", "hardware": "list_hardware", "link": "list_links", "case": "list_cases"}

@@ -158,7 +158,7 @@ def main() -> None:
     if big:
         worst = max(big, key=lambda r: r[2].cpu_s)
         print(f"\nslowest per evaluation (of sweeps ≥ 1,000 evaluations): {worst[0]} at {worst[2].cpu_s * 1e6:.2f} µs")
-    print("\nmeasured profiles × 1.25 (for PROFILES in calculators/framework/limits.py; sweeps of ≥ 1,000 evaluations):")
+    print("\nmeasured profiles × 1.25 (for the `profile=` of each Calculator entry; sweeps of ≥ 1,000 evaluations):")
     for name, _, p in big:
         print(f'    "{name}": Profile({p.cpu_s * 1.25:.2g}, {p.memory_bytes * 1.25:.0f}, {p.answer_bytes * 1.25:.0f}),')
 

@@ -32,22 +32,17 @@ log = logging.getLogger("casebook.site")
 
 router = page_router()
 
-#: sweep previews that draw one line per value of a request field (e.g. KV bytes vs tokens per format)
-COMPARE: dict[str, tuple[str, tuple[str, ...]]] = {
-    "kv-cache": ("kv_format", ("bf16", "fp8", "q4_0")),
-    "weight-memory": ("format", ("bf16", "fp8", "int4")),
-}
-
-#: calculators whose page has a section of its own: a module with `read_view`, `section`, `visible_outputs`
-SECTIONS = {"deployment-plan": planner}
+#: the page sections a calculator may ask for (its entry's `page_section`): a module with `read_view`, `section`,
+#: `visible_outputs`
+SECTIONS = {"planner": planner}
 
 
 def _previews(calc: Calculator, body: dict, store: Store, specs: list[Spec]) -> list[dict[str, Any]]:
     """Sweeps around a request that does not sweep, one chart per derived request (a line per
-    compared value when the calculator has one in COMPARE)."""
+    compared value when the calculator's entry names one in `compare`)."""
     out = []
     values: list = [None]
-    compare = COMPARE.get(calc.name)
+    compare = calc.compare
     if compare and calc.chart.kind == "line" and compare[0] in {s["name"] for s in specs}:
         current = body.get(compare[0])
         values = list(dict.fromkeys(([current] if isinstance(current, str) else []) + list(compare[1])))
@@ -150,7 +145,7 @@ def calculator_page(request: Request, name: str) -> HTMLResponse:
     twin_format = request.query_params.get("_format")
     if twin_format in ("json", "md"):
         return _twin(calc, body, problem, twin_format, store)
-    own = SECTIONS.get(name)
+    own = SECTIONS.get(calc.page_section) if calc.page_section else None
     view, view_problem = own.read_view(request.query_params) if own else (None, None)
     if view_problem is not None:
         problem = view_problem if problem is None else {**problem, "errors": problem.get("errors", []) + view_problem["errors"]}

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
+from calculators.framework.limits import Profile, SeriesHook
 from calculators.framework.lookup import Lookup
 from calculators.framework.result import Result
 
@@ -55,6 +56,13 @@ class Calculator:
     families: tuple[str, ...] = ()              # further derivation families it covers
     description: str = ""                       # longer text for docs and the site (method, limits)
     extra_examples: tuple[dict, ...] = field(default_factory=tuple)
+    # what the front ends need to know about this calculator, declared here rather than in tables keyed by name:
+    profile: Profile | None = None              # cost of one point-evaluation (CPU s, peak B, answer B), measured by
+                                                # benchmarks/bench_limits.py; None: limits.DEFAULT_PROFILE
+    series: SeriesHook | None = None            # what it multiplies every point by (candidates, configurations …)
+    mcp_tool: bool = False                      # offered as an MCP tool of its own (every one is reachable by `calculate`)
+    compare: tuple[str, tuple[str, ...]] | None = None   # site sweep previews: one line per value of this request field
+    page_section: str | None = None             # a site page section of its own (e.g. "planner")
 
     @property
     def operation_id(self) -> str:

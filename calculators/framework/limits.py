@@ -10,9 +10,9 @@ of a request is counted in *point-evaluations*:
       × series (what a calculator multiplies every point by: the candidates of routing-cost, the
                 configurations of the deployment planner, the formats compared by weight-memory …)
 
-From that count and a calibrated profile per calculator (CPU seconds, peak memory and answer bytes per
+From that count and the calibrated profile of the calculator (its entry's `profile`: CPU seconds, peak memory and answer bytes per
 point-evaluation, measured by `benchmarks/bench_limits.py`), the estimated CPU time, peak memory and answer
-size follow. A request over any limit is refused with a 413 that names the limit, the request's cost and
+size follow. A calculator that multiplies points by a list of its own declares a `series` hook (`Series`). A request over any limit is refused with a 413 that names the limit, the request's cost and
 how to split it. A batch is one request: its items' costs are summed against the same limits (`check_total`).
 
 Every limit is a constant below, overridable by an environment variable `CASEBOOK_LIMIT_<NAME>`.
@@ -97,51 +97,13 @@ class Profile:
     answer_bytes: float     # answer (JSON) bytes per point-evaluation
 
 
-#: per calculator: (CPU s, peak bytes, answer bytes) per point-evaluation, measured by `benchmarks/bench_limits.py
-#: 20000` on its worst case (the longest sweep, every what_if variant it accepts) on the 2-core development
-#: machine, × 1.25 for noise; peak memory is tracemalloc's (Python and NumPy allocations)
-PROFILES: dict[str, Profile] = {
-    "break-even": Profile(1e-06, 609, 154),
-    "mixture-choice": Profile(1.4e-06, 611, 141),
-    "checkpoint": Profile(1e-06, 646, 304),
-    "collective": Profile(6.7e-07, 755, 240),
-    "transfer-path": Profile(2.8e-07, 195, 98),
-    "inflight-window": Profile(6.5e-07, 699, 110),
-    "deployment-plan": Profile(1.5e-06, 464, 152),
-    "edge-transfer": Profile(3.9e-07, 356, 117),
-    "kv-cache": Profile(6e-07, 438, 173),
-    "kv-eviction": Profile(6.4e-07, 448, 158),
-    "lora": Profile(3.5e-07, 314, 25),
-    "moe": Profile(1e-06, 1095, 253),
-    "overlap-timeline": Profile(1.9e-06, 1452, 426),
-    "parallel-split": Profile(3.8e-06, 2118, 475),
-    "tp-vs-pp-queueing": Profile(7.7e-07, 704, 198),
-    "prefix-cache": Profile(7.2e-07, 698, 232),
-    "quantization": Profile(1.4e-06, 1568, 493),
-    "queueing": Profile(6.4e-07, 416, 113),
-    "backlog": Profile(9.6e-07, 625, 166),
-    "capacity": Profile(4.7e-07, 360, 115),
-    "remaining-time": Profile(5e-07, 375, 39),
-    "rl-pipeline": Profile(8.5e-07, 697, 71),
-    "rl-rollout-tail": Profile(8.1e-07, 858, 122),
-    "rl-policy-ratio": Profile(7.2e-07, 781, 120),
-    "roofline": Profile(3.2e-06, 1444, 629),
-    "energy": Profile(5.7e-07, 368, 62),
-    "routing-cost": Profile(2.7e-07, 92, 41),
-    "serving-cost": Profile(1.2e-06, 646, 339),
-    "chunk-padding": Profile(4.1e-07, 355, 42),
-    "tp-overhead": Profile(7.2e-07, 727, 187),
-    "training-compute": Profile(1.1e-06, 665, 294),
-    "utilization-split": Profile(1.1e-06, 611, 147),
-    "weight-memory": Profile(1.9e-07, 125, 46),
-}
 #: calculators without a profile (no sweep, or new): the largest measured figure of each kind
 DEFAULT_PROFILE = Profile(cpu_s=4e-6, memory_bytes=2200.0, answer_bytes=640.0)
 
 
-def profile_of(name: str) -> Profile:
-    """The calibrated profile of calculator `name` (DEFAULT_PROFILE when it has none of its own)."""
-    return PROFILES.get(name, DEFAULT_PROFILE)
+def profile_of(calc: Any) -> Profile:
+    """The calibrated profile of a calculator (its entry's `profile`; DEFAULT_PROFILE when it has none)."""
+    return getattr(calc, "profile", None) or DEFAULT_PROFILE
 
 
 # --------------------------------------------------------------------------- cost
@@ -151,6 +113,7 @@ class Cost:
     """The cost of one calculation, counted before any work."""
 
     calculator: str
+    profile: Profile = DEFAULT_PROFILE
     points: int = 1                  # the longest sweep (base or variant)
     variants: int = 1                # the base request plus its what_if entries
     series: int = 1                  # what every point is multiplied by (candidates, configurations …)
@@ -159,10 +122,7 @@ class Cost:
     field: str = "body"              # the field to change to make it smaller (named in a refusal)
     sweep_field: str = ""            # the longest swept field
     grid: str = ""                   # a grid request: its axes' lengths, e.g. "batch 25 × context_tokens 100"
-
-    @property
-    def profile(self) -> Profile:
-        return profile_of(self.calculator)
+    narrow: str = ""                 # what to narrow when the series is too long (e.g. "tp, pp, ep, batch or hardware")
 
     @property
     def cpu_s(self) -> float:
@@ -209,7 +169,7 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.0f} MiB" if b >= 2**20 else f"{b / 2**10:,.0f} KiB"
 
 
-def _get(obj: Any, name: str) -> Any:
+def request_value(obj: Any, name: str) -> Any:
     """`obj.name` for a request model, `obj[name]` for a raw body (dotted names walk nested objects)."""
     for part in name.split("."):
         if obj is None:
@@ -218,14 +178,14 @@ def _get(obj: Any, name: str) -> Any:
     return obj
 
 
-def _length(v: Any) -> int:
+def sweep_length(v: Any) -> int:
     """The number of points a request value sweeps (1 for a scalar or absent value)."""
     return len(v) if isinstance(v, (list, tuple)) and v else 1
 
 
 def _grid(obj: Any, names: Sequence[str]) -> tuple[int, str, str]:
     """(the points of a grid request: the product of its axes' lengths, the longest axis, the axes described)."""
-    lengths = {name: _length(_get(obj, name)) for name in names}
+    lengths = {name: sweep_length(request_value(obj, name)) for name in names}
     longest = max(lengths, key=lengths.get, default="")
     axes = " × ".join(f"{name} {n:,}" for name, n in lengths.items() if n > 1)
     return math.prod(lengths.values()), longest if lengths.get(longest, 1) > 1 else "", axes
@@ -235,65 +195,52 @@ def _sweep(obj: Any, names: Sequence[str]) -> tuple[int, str]:
     """(the longest sweep among the fields `names` of `obj`, the field)."""
     best, where = 1, ""
     for name in names:
-        n = _length(_get(obj, name))
+        n = sweep_length(request_value(obj, name))
         if n > best:
             best, where = n, name
     return best, where
 
 
-def _routing_series(request: Any) -> tuple[int, int, str, str]:
-    """routing-cost: the candidates' hit-rate sweeps × the series it computes (each candidate and each pair)."""
-    candidates = _get(request, "candidates") or []
-    points = max([_length(_get(c, "cache_hit_rate")) for c in candidates] or [1])
-    n = len(candidates) + len(_get(request, "cascade") or [])
-    return points, max(n * (n - 1), n, 1), "series (candidates and their pairs)", "candidates"
+@dataclass(frozen=True)
+class Series:
+    """What a calculator multiplies every point by, counted from a request before any work (its `series` hook)."""
+
+    points: int              # the request's own sweep length, where the calculator sweeps inside a list
+    count: int               # the series: candidates, configurations, compared formats …
+    label: str               # what `count` counts
+    field: str               # the field to shorten when the series is too long
+    narrow: str = ""         # what to narrow, in words (default: "compare fewer <label>")
 
 
-def _planner_series(request: Any) -> tuple[int, int, str, str]:
-    """deployment-plan: the configurations it ranks (hardware × tp × pp × ep × batch × modes)."""
-    tp = _get(request, "tp") or [1, 2, 4, 8]
-    ep = _get(request, "ep")
-    n = (len(_get(request, "hardware") or [1] * 4) * len(tp) * len(_get(request, "pp") or [1])
-         * len(_get(request, "batch") or [1] * 16) * (len(ep) if ep else 1 + len(tp)))
-    modes = 2 if _get(request, "mode") == "both" else 1
-    return 1, max(n * modes, 1), "configurations (every expert-parallel degree counted)", "batch"
+#: a calculator's hook: (validated request or raw body) -> Series
+SeriesHook = Callable[[Any], Series]
 
 
-def _list_series(name: str, label: str) -> Callable[[Any], tuple[int, int, str, str]]:
-    """A calculator that repeats every point once per entry of its list field `name` (plus the base)."""
-    def series(request: Any) -> tuple[int, int, str, str]:
-        return 1, 1 + len(_get(request, name) or []), label, name
+def list_series(name: str, label: str) -> SeriesHook:
+    """A hook for a calculator that repeats every point once per entry of its list field `name` (plus the base)."""
+    def series(request: Any) -> Series:
+        return Series(1, 1 + len(request_value(request, name) or []), label, name)
     series.__doc__ = f"1 + len({name}): {label}"
     return series
 
 
-#: calculators that multiply every point by a list of their own: request -> (points, series, label, field)
-SERIES: dict[str, Callable[[Any], tuple[int, int, str, str]]] = {
-    "routing-cost": _routing_series,
-    "deployment-plan": _planner_series,
-    "collective": _list_series("then", "collectives"),
-    "transfer-path": _list_series("plans", "plans"),
-    "capacity": _list_series("resources", "resources"),
-    "weight-memory": _list_series("compare_formats", "formats"),
-}
-
-
 def cost_of(calc: Any, request: Any) -> Cost:
     """The cost of `request` (a validated request model or a raw body) for calculator `calc`, before any work."""
-    cost = Cost(calc.name)
+    cost = Cost(calc.name, profile_of(calc))
     points, cost.sweep_field = _sweep(request, calc.sweepable)
-    if calc.grid and _get(request, "grid") is True:        # every combination of the axes, not their pairs
+    if calc.grid and request_value(request, "grid") is True:        # every combination of the axes, not their pairs
         grid_points, longest, cost.grid = _grid(request, calc.grid)
         if grid_points > points:
             points, cost.sweep_field = grid_points, longest
-    series_of = SERIES.get(calc.name)
+    series_of = getattr(calc, "series", None)
     if series_of is not None:
-        own_points, cost.series, cost.series_label, series_field = series_of(request)
+        s = series_of(request)
+        own_points, cost.series, cost.series_label, series_field, cost.narrow = s.points, s.count, s.label, s.field, s.narrow
         if own_points > points:
             points, cost.sweep_field = own_points, series_field
         if cost.series > 1:
             cost.field = series_field
-    variants = _get(request, "what_if")
+    variants = request_value(request, "what_if")
     variants = list(variants) if isinstance(variants, (list, tuple)) else []
     per_variant = [points]
     for v in variants:   # a variant sweeps its own lists where it gives them, else the base's
@@ -325,9 +272,9 @@ def _advice(cost: Cost, allowed: float) -> str:
     """How to split `cost` into requests of at most `allowed` point-evaluations."""
     if cost.variants > 1 and cost.points * cost.series <= allowed:
         return "send the variants (what_if) in separate requests"
-    if cost.series > 1 and cost.points * cost.variants <= allowed and cost.calculator == "deployment-plan":
+    if cost.series > 1 and cost.points * cost.variants <= allowed and cost.narrow:
         chunk = max(int(allowed // max(cost.points * cost.variants, 1)), 1)
-        return f"narrow tp, pp, ep, batch or hardware to at most {chunk:,} {cost.series_label} per request"
+        return f"narrow {cost.narrow} to at most {chunk:,} {cost.series_label} per request"
     if cost.series > 1 and cost.points * cost.variants <= allowed:
         return f"compare fewer {cost.series_label} per request"
     per = max(int(allowed // max(cost.variants * cost.series, 1)), 1)

@@ -107,6 +107,35 @@ def test_the_planner_counts_its_configurations():
     assert cost.evaluations == 2 * 3 * 10 and cost.field == "batch"
 
 
+def test_the_planner_cost_uses_the_planners_own_defaults():
+    """A raw body that leaves hardware, tp, pp, batch and mode out is costed with what the planner will run: its
+    default hardware list, TP degrees, batches and both modes (the cost model once assumed 4 hardware ids, 16
+    batches and one mode)."""
+    from calculators.families.serving import deployment_plan as plan
+
+    calc = REGISTRY["deployment-plan"]
+    body = {k: v for k, v in calc.example.items() if k not in ("hardware", "tp", "pp", "batch", "mode", "ep")}
+    validated = calc.request_model.model_validate(body)
+    raw, checked = limits.cost_of(calc, body), limits.cost_of(calc, validated)
+    tp = len(plan.DEFAULT_TP)
+    expected = len(plan.DEFAULT_HARDWARE) * tp * len(plan.DEFAULT_PP) * len(plan.DEFAULT_BATCHES) * (1 + tp) * 2
+    assert raw.evaluations == checked.evaluations == expected
+    assert validated.hardware == list(plan.DEFAULT_HARDWARE) and validated.batch == list(plan.DEFAULT_BATCHES)
+
+
+def test_per_calculator_knowledge_is_declared_on_the_calculator():
+    """Profiles, series hooks, MCP tools, site previews and page sections are attributes of the entries: no table
+    keyed by calculator names is left in the limits, the MCP server or the site."""
+    import api.mcp_server as mcp
+    import api.site.calculators as site
+
+    assert not hasattr(limits, "PROFILES") and not hasattr(limits, "SERIES")
+    assert not hasattr(site, "COMPARE")
+    assert set(site.SECTIONS) == {c.page_section for c in REGISTRY.values() if c.page_section}
+    assert mcp.DIRECT == tuple(n for n, c in REGISTRY.items() if c.mcp_tool) and len(mcp.DIRECT) >= 8
+    assert all(limits.profile_of(c) is c.profile for c in REGISTRY.values() if c.profile)
+
+
 # --------------------------------------------------------------------------- at and over a limit
 
 def test_just_under_the_limit_answers_and_just_over_is_refused(client, monkeypatch):
@@ -129,7 +158,7 @@ def test_a_long_sweep_is_told_how_to_split(client, monkeypatch):
 
 def test_the_answer_size_limit_is_named(client, monkeypatch):
     monkeypatch.setenv("CASEBOOK_LIMIT_ANSWER_BYTES", "100000")
-    points = int(100_000 / limits.profile_of("kv-cache").answer_bytes) + 100
+    points = int(100_000 / limits.profile_of(REGISTRY["kv-cache"]).answer_bytes) + 100
     r = client.post("/api/v1/calculators/kv-cache", json={"model": "qwen3-8b", "tokens": list(range(1, points + 1))})
     p = assert_refused(r, "answer_bytes")
     assert "an answer of ~" in p["detail"] and p["cost"]["estimated_answer_bytes"] > 100_000
@@ -154,8 +183,9 @@ def test_every_default_fits_the_issue_budget():
     """The limits keep a request under ~2 s of CPU, ~256 MB of memory and ~64 MB of answer by the calibration."""
     assert limits.limit("CPU_S") <= 2 and limits.limit("MEMORY_BYTES") <= 256 * 2**20
     assert limits.limit("ANSWER_BYTES") <= 64 * 2**20
-    assert set(limits.PROFILES) <= set(REGISTRY)
-    for p in (*limits.PROFILES.values(), limits.DEFAULT_PROFILE):
+    profiles = [c.profile for c in REGISTRY.values() if c.profile]
+    assert len(profiles) >= 30
+    for p in (*profiles, limits.DEFAULT_PROFILE):
         assert p.cpu_s > 0 and p.memory_bytes > 0 and p.answer_bytes > 0
 
 

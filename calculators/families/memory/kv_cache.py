@@ -17,7 +17,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -294,6 +294,9 @@ def _assumptions(res: Result, fmt: Fmt, groups: list[GroupSpec], req) -> None:
 CALCULATORS = [
     Calculator(
         name="kv-cache",
+        profile=Profile(6e-07, 438, 173),
+        mcp_tool=True,
+        compare=("kv_format", ("bf16", "fp8", "q4_0")),
         family="kv_sizing",
         title="KV cache and attention state size",
         summary="Bytes of KV cache and recurrent state per token, per request and in total for any attention family "

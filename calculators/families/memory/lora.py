@@ -22,7 +22,7 @@ from calculators.framework import (
 )
 from calculators.domain import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
 from calculators.framework import quiet
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import FORMAT_HELP, FormatField
 from calculators.domain import explain_memory_rule, hardware_spec, note_scope
 from calculators.framework import headline as H
@@ -466,6 +466,8 @@ def _headline(req: LoraRequest, rec: dict | None, o: dict) -> str:
 CALCULATORS = [
     Calculator(
         name="lora",
+        profile=Profile(3.5e-07, 314, 25),
+        mcp_tool=True,
         family="lora",
         title="Multi-LoRA serving",
         summary="Size of a LoRA adapter from the model's projections and rank, GPU slots left after pinning, padding of "

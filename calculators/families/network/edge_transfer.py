@@ -17,7 +17,7 @@ from calculators.framework import (
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep,
     PosInt, Result, broadcast, fmt_bytes, fmt_flops, fmt_s, num, out,
 )
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import headline as H
 from calculators.domain import hardware_spec, note_scope
 
@@ -324,6 +324,8 @@ def _headline(req: EdgeTransferRequest, o: dict, raw_b: float | None) -> str:
 CALCULATORS = [
     Calculator(
         name="edge-transfer",
+        profile=Profile(3.9e-07, 356, 117),
+        mcp_tool=True,
         family="edge_transfer",
         title="Edge ↔ cloud transfer budget",
         summary="Time of a device→cloud→device request as the sum of upload, round trip, processing, "

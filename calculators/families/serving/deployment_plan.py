@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from calculators.domain import MODEL_CONFIG_FIELD, COMPONENTS, arch_from_record, groups_from_model, kv_sizes, ledger, model_record
-from calculators.framework import Calculator
+from calculators.framework import Calculator, Profile, Series, request_value
 from calculators.framework import (
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, Result, fmt_bytes, fmt_s, num, request_inputs,
 )
@@ -35,6 +35,8 @@ from calculators.domain import DEFAULT_MEMORY_UTILIZATION, hardware_spec, measur
 #: the main data-centre GPUs a plan considers when the request names none
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "b200-sxm", "a100-80gb-sxm", "mi300x")
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+DEFAULT_TP = (1, 2, 4, 8)
+DEFAULT_PP = (1,)
 MAX_CONFIGURATIONS = 200_000
 Degree = Annotated[int, Field(ge=1, le=1024)]
 
@@ -57,8 +59,8 @@ class DeploymentPlanRequest(CalcRequest):
     prefix_hit_rate: Fraction = Field(0.0, description="Fraction of prompt tokens served from a prefix cache (skipped in prefill).")
     ttft_s: PosFloat = Field(description="SLO: 90th-percentile time to first token, seconds.", examples=[2.0])
     tpot_s: PosFloat = Field(description="SLO: mean time per output token, seconds.", examples=[0.05])
-    tp: list[Degree] = Field(default_factory=lambda: [1, 2, 4, 8], min_length=1, max_length=16, description="Tensor-parallel degrees.")
-    pp: list[Degree] = Field(default_factory=lambda: [1], min_length=1, max_length=16, description="Pipeline stages.")
+    tp: list[Degree] = Field(default_factory=lambda: list(DEFAULT_TP), min_length=1, max_length=16, description="Tensor-parallel degrees.")
+    pp: list[Degree] = Field(default_factory=lambda: list(DEFAULT_PP), min_length=1, max_length=16, description="Pipeline stages.")
     ep: list[Degree] | None = Field(None, max_length=16, description="Expert-parallel degrees within the TP group (MoE; default: 1 and TP).")
     batch: list[Annotated[int, Field(ge=1, le=65536)]] = Field(
         default_factory=lambda: list(DEFAULT_BATCHES), min_length=1, max_length=2048,
@@ -533,8 +535,25 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     return res
 
 
+def planner_series(request) -> Series:
+    """The cost model's count of the configurations a request ranks, with the planner's own defaults for what it
+    leaves out: hardware × tp × pp × batch × expert-parallel degrees (the given ones, else 1 and each TP, as a MoE
+    model gets) × modes."""
+    tp = request_value(request, "tp") or DEFAULT_TP
+    ep = request_value(request, "ep")
+    n = (len(request_value(request, "hardware") or DEFAULT_HARDWARE) * len(tp) * len(request_value(request, "pp") or DEFAULT_PP)
+         * len(request_value(request, "batch") or DEFAULT_BATCHES) * (len(ep) if ep else 1 + len(tp)))
+    modes = 1 if request_value(request, "mode") in ("aggregated", "disaggregated") else 2
+    return Series(1, max(n * modes, 1), "configurations (every expert-parallel degree counted)", "batch",
+                  narrow="tp, pp, ep, batch or hardware")
+
+
 CALCULATORS = [Calculator(
     name="deployment-plan", family="serving_plan", title="Deployment planner",
+    profile=Profile(1.5e-06, 464, 152),
+    mcp_tool=True,
+    series=planner_series,
+    page_section="planner",
     summary="The cheapest way to serve a model for a traffic and SLO: hardware, TP/PP/EP, batch, replicas, "
             "aggregated or disaggregated, with TTFT, TPOT and $ per million tokens, every candidate shown.",
     description=__doc__.split("\n\n", 1)[1].strip(),

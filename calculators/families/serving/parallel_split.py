@@ -16,7 +16,7 @@ from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
 )
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
 from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.domain import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
@@ -531,6 +531,8 @@ def _what_ifs(req: ParallelSplitRequest, lookup: Lookup, res: Result, base_i, ba
 CALCULATORS = [
     Calculator(
         name="parallel-split",
+        profile=Profile(3.8e-06, 2118, 475),
+        mcp_tool=True,
         family="parallel_split",
         families=("network",),
         title="Tensor-parallel degree (and pipeline stages) for a decode step",

@@ -21,7 +21,7 @@ from calculators.framework import (
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
 from calculators.framework import quiet
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Series, request_value, sweep_length, Chart
 from calculators.framework import headline as H
 
 
@@ -492,9 +492,20 @@ EXAMPLE = {
     "requirement": {"min_pass_rate": 0.75, "deadline_s": 6, "min_fraction_passed_on_time": 0.9},
 }
 
+def routing_series(request) -> Series:
+    """The cost model's count: the candidates' hit-rate sweeps × the series computed (each candidate and each pair)."""
+    candidates = request_value(request, "candidates") or []
+    points = max([sweep_length(request_value(c, "cache_hit_rate")) for c in candidates] or [1])
+    n = len(candidates) + len(request_value(request, "cascade") or [])
+    return Series(points, max(n * (n - 1), n, 1), "series (candidates and their pairs)", "candidates")
+
+
 CALCULATORS = [
     Calculator(
         name="routing-cost",
+        profile=Profile(2.7e-07, 92, 41),
+        mcp_tool=True,
+        series=routing_series,
         family="routing_cost",
         title="Routing: cost per successful task",
         summary="Bills each candidate's calls from its usage (cache hit vs miss, thinking as output), divides by the tasks "

@@ -13,7 +13,7 @@ from calculators.framework import (
     request_inputs,
     CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, Result, broadcast, first, fmt_s, num, out,
 )
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import headline as H
 
 
@@ -113,6 +113,7 @@ CALCULATORS = [
 
     Calculator(
         name="tp-vs-pp-queueing",
+        profile=Profile(7.7e-07, 704, 198),
         family="parallel_split",
         families=("queueing",),
         title="TP vs PP vs replicas under random arrivals (M/D/1)",
