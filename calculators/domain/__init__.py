@@ -13,8 +13,9 @@ from calculators.domain.formats import (
 )
 from calculators.domain.hardware import (
     DEFAULT_MEMORY_UTILIZATION, DEFAULT_RUNTIME_RESERVE_BYTES, HardwareSpec, LinkSpec, MEMORY_RULE, PRECISIONS,
-    Peak, SCOPES, alpha_assumption, describe_fit, explain_memory_rule, hardware_rates, hardware_spec, link_spec,
-    measured_link_fits, note_scope, spec_from_record, stored_device_price, usable_memory_bytes,
+    Peak, SCOPES, alpha_assumption, describe_fit, explain_memory_rule, figure_basis, hardware_rates, hardware_spec,
+    link_spec, measured_link_fits, note_scope, per_device_value, spec_from_record, stored_device_price,
+    usable_memory_bytes,
 )
 from calculators.domain.link_fit import (
     AllReduceFit, DTYPE_BYTES, fit_all_reduce, fit_for, fit_line,
@@ -27,7 +28,7 @@ from calculators.domain.architecture import (
 )
 from calculators.domain.requests import (
     Architecture, Count, Dim, ExpertCount, HeadCount, HeadDim, Heads, LayerGroup, Layers, MLASpec, MoESpec,
-    OptWidth, PosHeadDim, ShapeArchitecture, Stream, Vocab, Width, arch_from_request, resolve_arch,
+    OptWidth, PosHeadDim, PricePerMtok, ShapeArchitecture, Stream, Vocab, Width, arch_from_request, resolve_arch,
 )
 from calculators.domain.hf_config import (
     ORDER, record_from_config,
@@ -38,13 +39,13 @@ __all__ = [
     'DEFAULT_RUNTIME_RESERVE_BYTES', 'DTYPE_BYTES', 'Dim', 'ExpertCount', 'FORMATS', 'FORMAT_HELP', 'Fmt',
     'FormatField', 'FormatName', 'FormatSpec', 'GroupSpec', 'HardwareSpec', 'HeadCount', 'HeadDim', 'Heads',
     'LayerGroup', 'Layers', 'LinkSpec', 'MEMORY_RULE', 'MLASpec', 'MODEL_CONFIG_FIELD', 'MoESpec', 'ORDER',
-    'OptWidth', 'PRECISIONS', 'Peak', 'PosHeadDim', 'SCOPES', 'SHAPE_FIELDS', 'SHIPPED', 'SPLIT_ATTENTION',
-    'ShapeArchitecture', 'Sizes', 'Stream', 'StreamSpec', 'Vocab', 'WeightFormats', 'Width', 'alpha_assumption',
-    'arch_from_record', 'arch_from_request', 'bits_per_param', 'cache_bytes', 'canonical_name', 'describe_fit',
-    'entries_at', 'exact', 'explain_memory_rule', 'fit_all_reduce', 'fit_for', 'fit_line', 'format_bytes',
-    'format_label', 'group_lines', 'groups_from_architecture', 'groups_from_model', 'hardware_rates',
-    'hardware_spec', 'intify', 'kv_sizes', 'kv_source', 'ledger', 'link_spec', 'measured_link_fits', 'model_record',
-    'model_weight_bytes', 'note_scope', 'output_label', 'record_from_config', 'record_from_hf_config',
-    'resolve_arch', 'resolve_format', 'resolve_groups', 'shipped_weight_formats', 'spec_from_record',
-    'stored_device_price', 'usable_memory_bytes', 'written_bytes',
+    'OptWidth', 'PRECISIONS', 'Peak', 'PosHeadDim', 'PricePerMtok', 'SCOPES', 'SHAPE_FIELDS', 'SHIPPED',
+    'SPLIT_ATTENTION', 'ShapeArchitecture', 'Sizes', 'Stream', 'StreamSpec', 'Vocab', 'WeightFormats', 'Width',
+    'alpha_assumption', 'arch_from_record', 'arch_from_request', 'bits_per_param', 'cache_bytes', 'canonical_name',
+    'describe_fit', 'entries_at', 'exact', 'explain_memory_rule', 'figure_basis', 'fit_all_reduce', 'fit_for',
+    'fit_line', 'format_bytes', 'format_label', 'group_lines', 'groups_from_architecture', 'groups_from_model',
+    'hardware_rates', 'hardware_spec', 'intify', 'kv_sizes', 'kv_source', 'ledger', 'link_spec',
+    'measured_link_fits', 'model_record', 'model_weight_bytes', 'note_scope', 'output_label', 'per_device_value',
+    'record_from_config', 'record_from_hf_config', 'resolve_arch', 'resolve_format', 'resolve_groups',
+    'shipped_weight_formats', 'spec_from_record', 'stored_device_price', 'usable_memory_bytes', 'written_bytes',
 ]

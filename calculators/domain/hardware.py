@@ -117,12 +117,26 @@ class HardwareSpec:
                                          0 if (p.accumulator or "").upper() == "FP32" else 1))
 
 
-def _basis(fact: dict, scope: str) -> str:
-    """`device`, `total` or `system`: what a figure of a record covers."""
-    per = fact.get("per")
+def figure_basis(per: str | None, scope: str) -> str:
+    """`device`, `total` or `system`: what a figure of a hardware record covers (its `per`, else by the scope)."""
     if per in ("device", "total", "system"):
         return per
     return "device" if scope == "device" else "total"
+
+
+def per_device_value(value: float, per: str | None, scope: str, devices: int) -> float | None:
+    """The one rule for reading a hardware figure per device: a figure of one device (`per: device`, or any figure
+    of a device-scope record) is kept; a total over the devices in scope (`per: total`, the default of node and
+    rack records) is divided by their number; a whole-system figure (`per: system`) has no per-device value (None)
+    when the scope holds several devices. The store's `memory_per_device_bytes` and every calculator use it."""
+    basis = figure_basis(per, scope)
+    if devices <= 1 or basis == "device":
+        return value
+    return None if basis == "system" else value / devices
+
+
+def _basis(fact: dict, scope: str) -> str:
+    return figure_basis(fact.get("per"), scope)
 
 
 def _prov(rec: dict, fact: dict, field_name: str, value: float) -> dict:
@@ -155,15 +169,14 @@ def _spec_from_record(rec: dict) -> HardwareSpec:
         fact = rec.get(name)
         if not isinstance(fact, dict) or fact.get("value") is None:
             return None
-        value = float(fact["value"])
-        basis = _basis(fact, scope)
-        if basis == "system" and devices > 1:
-            scaling.append(f"{name} {num(value)} is a whole-system figure, not divided per device")
-            prov[name] = _prov(rec, fact, name, value)
+        total = float(fact["value"])
+        value = per_device_value(total, fact.get("per"), scope, devices)
+        if value is None:
+            scaling.append(f"{name} {num(total)} is a whole-system figure, not divided per device")
+            prov[name] = _prov(rec, fact, name, total)
             return None
-        if basis == "total" and devices > 1:
-            scaling.append(f"{name} = published total {num(value)} ÷ {devices}")
-            value = value / devices
+        if value != total:
+            scaling.append(f"{name} = published total {num(total)} ÷ {devices}")
         prov[name] = _prov(rec, fact, name, value)
         return value
 
@@ -176,10 +189,11 @@ def _spec_from_record(rec: dict) -> HardwareSpec:
         fact = row.get("flop_per_s") if isinstance(row, dict) else None
         if not isinstance(fact, dict) or fact.get("value") is None:
             continue
-        value = float(fact["value"])
-        if _basis(fact, scope) == "total" and devices > 1:
-            value /= devices
-            divided_peaks = True
+        total = float(fact["value"])
+        value = per_device_value(total, fact.get("per"), scope, devices)
+        if value is None:
+            continue
+        divided_peaks = divided_peaks or value != total
         fname = (f"peaks[{row.get('input_precision')}, acc {row.get('accumulator')}, {row.get('unit')}, "
                  f"{row.get('sparsity')}].flop_per_s")
         peaks.append(Peak(str(row.get("input_precision")), row.get("accumulator"), str(row.get("unit") or ""),

@@ -1,6 +1,6 @@
 """Request sub-models several calculators share: a model described by hand instead of by id.
 
-`Architecture` (layer groups of cached streams, the KV form of DESIGN's `kv-cache` contract) is read by kv-cache,
+`PricePerMtok` is the one shape of a per-million-token price (routing-cost, prefix-cache). `Architecture` (layer groups of cached streams, the KV form of DESIGN's `kv-cache` contract) is read by kv-cache,
 kv-eviction and prefix-cache; `ShapeArchitecture` (transformer shapes by name, as in the store's model records)
 by weight-memory, roofline and training-compute, which turn it into an `Arch` with `arch_from_request` or take
 whichever of `model`, `model_config` or `architecture` a request gives with `resolve_arch`.
@@ -13,7 +13,21 @@ from pydantic import Field
 
 from calculators.domain.architecture import Arch, arch_from_record, model_record
 from calculators.domain.formats import FormatField
-from calculators.framework import CalcInputError, CalcRequest, Lookup, Result
+from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result
+
+# --------------------------------------------------------------------------- prices
+
+class PricePerMtok(CalcRequest):
+    """Prices per million tokens, in any one currency (USD, or the book's cost units), as a provider bills them."""
+
+    input: NonNegFloat = Field(description="Price of one million uncached input tokens.", examples=[2])
+    cache_read: NonNegFloat | None = Field(None, description="Price of one million prefix tokens read from the cache "
+                                           "on a hit. Omitted: same as `input` (no cache discount).", examples=[0.2])
+    cache_write: NonNegFloat | None = Field(None, description="Price of one million tokens written to the cache "
+                                            "(the prefix a miss stores). Omitted: same as `input`.", examples=[2.5])
+    output: NonNegFloat | None = Field(None, description="Price of one million billed output tokens (thinking included); "
+                                       "needed where outputs are billed (routing-cost).", examples=[8])
+
 
 # --------------------------------------------------------------------------- layer groups (KV form)
 

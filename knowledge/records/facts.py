@@ -5,6 +5,8 @@ from typing import Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from calculators.domain import per_device_value
+
 from knowledge.records.base import (Commit, CountFact, Fact, FactGroup, Label, PositiveInt, Problems, Record, Sha256,
                                     Ratio, Slug, SourceId, Text, Window, join, ref, refs, refuse)
 
@@ -104,11 +106,9 @@ class Hardware(Record, FactGroup):
         """Memory of one device: the fact itself for a device (or `per: device`), the total over
         the devices in scope divided by their number otherwise; None for a whole-system figure."""
         m = self.memory_bytes
-        if m is None or m.per == "system":
+        if m is None:
             return None
-        if m.per == "device" or self.scope == "device":
-            return float(m.value)
-        return float(m.value) / self.devices_in_scope
+        return per_device_value(float(m.value), m.per, self.scope, self.devices_in_scope)
 
 
 class Link(Record, FactGroup):

@@ -21,6 +21,7 @@ from calculators.framework import (
     PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
 )
 from calculators.framework import quiet
+from calculators.domain import PricePerMtok
 from calculators.framework import Calculator, Profile, Series, request_value, sweep_length, Chart
 from calculators.framework import headline as H
 
@@ -28,18 +29,6 @@ from calculators.framework import headline as H
 MTOK = 1e6
 #: tolerance when comparing a fraction with a target (0.98 × 0.918367… must count as 0.9)
 TOL = 1e-12
-
-
-class PricePerMtok(CalcRequest):
-    """Prices per million tokens, in any one currency (USD, or the book's cost units)."""
-
-    input: NonNegFloat = Field(description="Price of one million uncached input tokens.", examples=[2])
-    cache_read: NonNegFloat | None = Field(None, description="Price of one million prefix tokens read from the cache "
-                                           "on a hit. Omitted: same as `input` (no cache discount).", examples=[0.2])
-    cache_write: NonNegFloat | None = Field(None, description="Price of one million tokens written to the cache "
-                                            "(only used with `usage.cache_write_tokens`). Omitted: same as `input`.",
-                                            examples=[2.5])
-    output: NonNegFloat = Field(description="Price of one million billed output tokens (thinking included).", examples=[8])
 
 
 class Usage(CalcRequest):
@@ -209,6 +198,9 @@ def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, di
                              + (f"; got {', '.join(given)}" if given else ""))
     if c.price_per_mtok is not None:
         p = c.price_per_mtok
+        if p.output is None:
+            raise CalcInputError(("candidates", i, "price_per_mtok", "output"),
+                                 "routing-cost bills output tokens: give the output price per million tokens")
         return {"input": p.input, "cache_read": p.input if p.cache_read is None else p.cache_read,
                 "cache_write": p.input if p.cache_write is None else p.cache_write, "output": p.output}, None
     if c.price is not None:
