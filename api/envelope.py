@@ -1,5 +1,7 @@
 """The calculator envelope of DESIGN (`calculator`, `headline`, `inputs` with their sources, `outputs`, `steps`,
-`assumptions`, `cases`, `explanation_url`): what every front end answers for a computed request.
+`assumptions`, `cases`, `explanation_url`): what every front end answers for a computed request. Its one declaration
+is `api.schemas.Envelope` (the OpenAPI response model, and MCP's outputSchema); `envelope` fills it as a plain dict,
+which a test validates against the model for every calculator.
 
 The calculation layer returns data (`calculators.framework.runner.solve` gives the validated request and its
 `Result`); the links in the answer (the explanation page, the case pages) are spelt here by `api.urls.Urls`, the

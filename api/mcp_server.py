@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ListQuery, ModelQuery
 from api.responses import dumps
+from api.schemas import Envelope
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from calculators.framework.registry import REGISTRY, Calculator
@@ -56,21 +57,26 @@ DIRECT = tuple(name for name, calc in REGISTRY.items() if calc.mcp_tool)
 #: the list tool an unknown id of each kind points to
 LIST_TOOL = {"model": "list_models", "hardware": "list_hardware", "link": "list_links", "case": "list_cases"}
 
+def _bare(prop: dict) -> dict:
+    """A property of a JSON Schema reduced to its type (arrays keep their items' type), for a compact outputSchema."""
+    if "$ref" in prop:
+        return {"type": "object"}
+    out = {"type": prop.get("type", "object")}
+    if out["type"] == "array":
+        out["items"] = _bare(prop.get("items") or {})
+    return out
+
+
+def envelope_schema() -> dict[str, Any]:
+    """The outputSchema of every calculator tool: the one declaration of the envelope, `api.schemas.Envelope`, with
+    its types only (titles and descriptions would add ~1 kB to each tool in tools/list)."""
+    schema = Envelope.model_json_schema()
+    return {"type": "object", "properties": {k: _bare(v) for k, v in schema["properties"].items()},
+            "required": list(schema.get("required", []))}
+
+
 #: the calculator envelope (DESIGN "Calculator envelope"), the outputSchema of every calculator tool
-ENVELOPE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "calculator": {"type": "string"},
-        "headline": {"type": "string"},
-        "inputs": {"type": "object"},
-        "outputs": {"type": "object"},
-        "steps": {"type": "array", "items": {"type": "object"}},
-        "assumptions": {"type": "array", "items": {"type": "string"}},
-        "cases": {"type": "array", "items": {"type": "object"}},
-        "explanation_url": {"type": "string"},
-    },
-    "required": ["calculator", "headline", "inputs", "outputs", "steps", "assumptions", "cases", "explanation_url"],
-}
+ENVELOPE_SCHEMA: dict[str, Any] = envelope_schema()
 
 
 # --------------------------------------------------------------------------- plumbing

@@ -147,3 +147,17 @@ def test_first_point_takes_the_first_value_of_swept_fields_only_and_leaves_the_r
     got = first_point(body, ("tokens", "operation.m", "operation.count", "absent.field"))
     assert got == {"tokens": 1, "operation": {"m": 3, "k": 5}, "segments": [7, 8]}
     assert body == {"tokens": [1, 2], "operation": {"m": [3, 4], "k": 5}, "segments": [7, 8]}
+
+
+def test_the_envelope_has_one_declaration(client):
+    """Every calculator's answer has exactly the fields of `api.schemas.Envelope` and validates against it, and MCP's
+    outputSchema is that model's schema."""
+    from api.mcp_server import ENVELOPE_SCHEMA
+    from api.schemas import Envelope
+    from calculators.framework.registry import REGISTRY
+
+    assert list(ENVELOPE_SCHEMA["properties"]) == list(Envelope.model_fields) == ENVELOPE_SCHEMA["required"]
+    for name, calc in REGISTRY.items():
+        env = client.post(f"/api/v1/calculators/{name}", json=calc.example).json()
+        assert list(env) == list(Envelope.model_fields), name
+        Envelope.model_validate(env)
