@@ -189,7 +189,7 @@ URL_MARKERS = ("/api/v1", "/calculators/", "/cases/", "/models/", "/hardware/", 
 
 def test_no_service_url_in_the_calculation_layer():
     bad = []
-    for name, path in MODULES.items():
+    for path in MODULES.values():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 text = node.value

@@ -65,7 +65,7 @@ MODULE = textwrap.dedent('''
 
 @pytest.fixture()
 def new_calculator(tmp_path, monkeypatch):
-    import calculators.families.memory as memory
+    from calculators.families import memory
     from calculators.framework import registry
 
     (tmp_path / "hbm_fill.py").write_text(MODULE)
