@@ -26,7 +26,8 @@ from calculators.framework import (
     fmt_bytes, fmt_s, out,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
+from calculators.families.compute._overlap_timeline_outputs import OverlapTimelineOutputs
 
 
 def _out(x):
@@ -530,6 +531,7 @@ def is_sweep_n(n: np.ndarray) -> bool:
 CALCULATORS = [
     Calculator(
         name="overlap-timeline",
+        profile=Profile(1.9e-06, 1452, 426),
         family="overlap_timeline",
         title="Overlap timeline: serial vs pipelined stages, bounds and buffers",
         summary="Time for N items through dependent stages (load → compute → store, copy vs compute, …) when run "
@@ -545,6 +547,7 @@ CALCULATORS = [
                     "stages by name. Limits: no contention model beyond the shared-resource bound.",
         request_model=OverlapRequest,
         compute=compute_overlap,
+        outputs_model=OverlapTimelineOutputs,
         example={"stages": [{"name": "read", "duration_s": 2e-6, "resource": "memory"},
                             {"name": "compute", "duration_s": 1e-6},
                             {"name": "write", "duration_s": 2e-6, "resource": "memory"}],

@@ -9,9 +9,8 @@ Two calculators:
 """
 from __future__ import annotations
 
-import math
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 import numpy as np
 
@@ -194,6 +193,66 @@ def amdahl_compute(req: AmdahlRequest, lookup: Lookup) -> Result:
     return res
 
 
+# =========================================================================== outputs
+
+class SpeedupPairOut(BaseModel):
+    """One comparison; rates are work units per second (null where a ratio overflows)."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="Name of the comparison (default: pair N).")
+    baseline_rate: float | None = Field(description="Rate of the baseline, work/s (or its speedup against the common "
+                                        "reference).")
+    new_rate: float | None = Field(description="Rate of the new run, work/s (or its speedup against the reference).")
+    speedup: float | None = Field(description="S = new rate / baseline rate, ×.")
+    throughput_gain: float | None = Field(description="S − 1, a fraction (0.32 = 32 % more throughput).")
+    time_reduction: float | None = Field(description="1 − 1/S, the share of time saved for the same work.")
+    time_ratio: float | None = Field(description="1/S, new time / baseline time for the same work.")
+    reported_minus_recomputed: float | None = Field(None, description="Reported gain − throughput_gain, a fraction "
+                                                    "(with reported_gain).")
+    reported_matches_time_reduction: bool | None = Field(None, description="The reported gain is closer to the time "
+                                                         "reduction than to the throughput gain (with reported_gain).")
+
+
+class SpeedupOutputs(BaseModel):
+    """Outputs of speedup."""
+
+    model_config = ConfigDict(extra="forbid")
+    pairs: list[SpeedupPairOut] = Field(description="Each comparison, in request order.")
+
+
+class ScalingPointOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    devices: int = Field(description="Devices of the run.")
+    per_device_rate: float = Field(description="Total rate / devices, per second per device.")
+    speedup: float | None = Field(description="Rate / the reference's rate, × (null where it overflows).")
+    ideal_speedup: float = Field(description="Devices / the reference's devices (linear scaling), ×.")
+    efficiency: float | None = Field(description="Per-device rate / the reference's (1 = linear scaling).")
+
+
+class ScalingEfficiencyOutputs(BaseModel):
+    """Outputs of scaling-efficiency."""
+
+    model_config = ConfigDict(extra="forbid")
+    points: list[ScalingPointOut] = Field(description="Each run, the reference first.")
+
+
+#: a number, or one per point when an input is swept (null where not finite)
+AmdahlNum = float | None | list[float | None]
+
+
+class AmdahlOutputs(BaseModel):
+    """Outputs of amdahl; lists where a part's time or speed-up is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    before_s: AmdahlNum = Field(description="Job time before, Σ t_i, s.")
+    after_s: AmdahlNum = Field(description="Job time after, Σ t_i / s_i, s.")
+    speedup: AmdahlNum = Field(description="before / after, ×.")
+    saved_s: AmdahlNum = Field(description="before − after, s.")
+    accelerated_fraction: AmdahlNum = Field(description="Share of the time before in parts that get faster.")
+    speedup_limit: AmdahlNum = Field(description="before / unchanged time: the most any speed-up of the parts gives, "
+                                     "× (null when every part is accelerated).")
+
+
 CALCULATORS = [
     Calculator(
         name="speedup",
@@ -207,6 +266,7 @@ CALCULATORS = [
                     "compare as rates. Limits: the same work on both sides; no variance or confidence interval.",
         request_model=SpeedupRequest,
         compute=speedup_compute,
+        outputs_model=SpeedupOutputs,
         example={"pairs": [{"label": "overlap scheduler", "baseline": {"rate_per_s": 51.0}, "new": {"rate_per_s": 60.4},
                             "reported_gain": 0.204}]},
         cases=("communication-tuning", "speculative-execution", "rollout-tail-and-sampling",
@@ -224,6 +284,7 @@ CALCULATORS = [
                     "taken as measured.",
         request_model=ScalingRequest,
         compute=scaling_compute,
+        outputs_model=ScalingEfficiencyOutputs,
         example={"points": [{"devices": 2, "rate_per_s": 18.04}, {"devices": 4, "rate_per_s": 33.82}]},
         cases=("weight-offload-execution",),
     ),
@@ -238,6 +299,7 @@ CALCULATORS = [
                     "2.7 s. Limits: serial parts, no overlap.",
         request_model=AmdahlRequest,
         compute=amdahl_compute,
+        outputs_model=AmdahlOutputs,
         example={"parts": [{"name": "prefill", "time_s": 0.9, "speedup": 3}, {"name": "decode", "time_s": [0.1, 2.7]}]},
         cases=("component-utilization-and-overlap",),
     ),

@@ -14,15 +14,15 @@ import math
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, PosIntSweep, Result, broadcast, first, num, out, quiet,
+    CalcInputError, CalcRequest, Lookup, PosInt, PosIntSweep, Result, broadcast, first, num, out, quiet,
 )
 from calculators.framework import aligned, whole_numbers
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 
 
 # =========================================================================== chunk padding
@@ -156,9 +156,48 @@ def packed_compute(req: PackedLossRequest, lookup: Lookup) -> Result:
     return res
 
 
+# =========================================================================== outputs
+
+class ChunkPaddingOutputs(BaseModel):
+    """Outputs of chunk-padding; lists where tokens or chunk_tokens is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    calls: int | list[int] = Field(description="Calls, ceil(n / c).")
+    padded_tokens: int | list[int] = Field(description="Positions computed, calls × c.")
+    padding_tokens: int | list[int] = Field(description="Padded positions, calls × c − n.")
+    waste_fraction: float | list[float] = Field(description="Share of computed positions that are padding.")
+    last_chunk_tokens: int | list[int] = Field(description="Real positions in the last call.")
+
+
+class EncoderTokensOutputs(BaseModel):
+    """Outputs of encoder-tokens: the image part with `image`, the audio part with `audio`."""
+
+    model_config = ConfigDict(extra="forbid")
+    grid: list[int] | None = Field(None, description="Patch grid [temporal groups, rows, columns] (with image).")
+    patches: int | None = Field(None, description="Patches of the image or clip (with image).")
+    visual_tokens: int | None = Field(None, description="Positions after merging, patches / merge² (with image).")
+    audio_chunks: int | None = Field(None, description="Encoder chunks, a partial last one included (with audio).")
+    positions_per_chunk: int | None = Field(None, description="Positions of one full chunk after the stride-2 stages "
+                                            "(with audio).")
+    audio_positions: int | None = Field(None, description="Positions of the whole clip (with audio).")
+
+
+class PackedLossMeanOutputs(BaseModel):
+    """Outputs of packed-loss-mean, in the unit of the per-token values."""
+
+    model_config = ConfigDict(extra="forbid")
+    token_mean: float = Field(description="Token-weighted mean Σ nᵢ·gᵢ / Σ nᵢ.")
+    group_mean: float = Field(description="Mean of the per-sequence means Σ gᵢ / k.")
+    difference: float = Field(description="group_mean − token_mean.")
+    total_tokens: float = Field(description="Label tokens in all, Σ nᵢ (a whole number, written as a float).")
+    token_weights: list[float] = Field(description="Weight of each sequence in the token mean, nᵢ / Σ n.")
+    group_weights: list[float] = Field(description="Weight of each sequence in the group mean, 1 / k.")
+
+
 CALCULATORS = [
     Calculator(
         name="chunk-padding",
+        profile=Profile(4.1e-07, 355, 42),
         family="other",
         title="Padding of fixed-size chunks",
         summary="Calls, computed positions and wasted padding when a prompt of n tokens is processed in fixed chunks "
@@ -168,6 +207,7 @@ CALCULATORS = [
                     "are not modelled.",
         request_model=ChunkPaddingRequest,
         compute=chunk_compute,
+        outputs_model=ChunkPaddingOutputs,
         example={"tokens": 513, "chunk_tokens": [256, 128]},
         cases=("component-utilization-and-overlap",),
         sweepable=("tokens", "chunk_tokens"),
@@ -184,6 +224,7 @@ CALCULATORS = [
                     "positions + the tail chunk's. Limits: no pruning, no special tokens, sides pre-resized.",
         request_model=EncoderTokensRequest,
         compute=encoder_compute,
+        outputs_model=EncoderTokensOutputs,
         example={"image": {"height_px": 640, "width_px": 640, "patch_px": 16, "merge": 2},
                  "audio": {"mel_frames": 1000, "chunk_frames": 100, "stride2_stages": 3}},
         cases=("multimodal-stage-placement", "generative-multimodal-models"),
@@ -198,6 +239,7 @@ CALCULATORS = [
                     "when all sequences have the same length or the same value. Limits: one scalar per sequence.",
         request_model=PackedLossRequest,
         compute=packed_compute,
+        outputs_model=PackedLossMeanOutputs,
         example={"groups": [{"tokens": 1024, "value": 1}, {"tokens": 7168, "value": 3}]},
         cases=("training-compute",),
     ),

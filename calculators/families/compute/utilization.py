@@ -12,16 +12,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result,
     broadcast, first, num, out, quiet,
 )
-from calculators.framework import aligned, whole_numbers
+from calculators.framework import aligned
 from calculators.framework import headline as hf
-from calculators.framework import Calculator
+from calculators.framework import Calculator, Profile
 
 
 # =========================================================================== utilisation split
@@ -104,9 +104,44 @@ def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
     return res
 
 
+# =========================================================================== outputs
+
+#: a number, or one per point when an input is swept (null where undefined)
+UtilizationNum = float | None | list[float | None]
+
+
+class UtilizationSplitOutputs(BaseModel):
+    """Outputs of utilization-split; lists where an input is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    active_fraction: UtilizationNum = Field(description="R = A / T, share of the window the unit was active.")
+    efficiency_while_active: UtilizationNum = Field(description="E = S / A (null when the unit was never active).")
+    utilization: UtilizationNum = Field(description="U = S / T = E × R.")
+    idle_s: UtilizationNum = Field(description="T − A, time the unit was idle, s.")
+    slow_active_s: UtilizationNum = Field(description="A − S, active time beyond the useful work at full rate, s.")
+
+
+class InstanceFitPlacementOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="The placement's label.")
+    per_instance_bytes: float = Field(description="Local parts + overhead of one instance, B.")
+    total_bytes: float = Field(description="instances × per instance + shared, B.")
+    max_instances: int | None = Field(description="Whole instances the budget holds, floor((budget − shared) / per "
+                                      "instance) (null when an instance takes no bytes).")
+    fits: bool = Field(description="total_bytes ≤ budget_bytes.")
+
+
+class InstanceFitOutputs(BaseModel):
+    """Outputs of instance-fit."""
+
+    model_config = ConfigDict(extra="forbid")
+    placements: list[InstanceFitPlacementOut] = Field(description="Each placement, in request order.")
+
+
 CALCULATORS = [
     Calculator(
         name="utilization-split",
+        profile=Profile(1.1e-06, 611, 147),
         family="other",
         title="Utilisation as active share × efficiency",
         summary="Splits a counter utilisation U = S/T into the share of the window a unit was active (A/T) and its "
@@ -115,6 +150,7 @@ CALCULATORS = [
                     "peak rate. Limits: counters must define 'active' the same way and share the window.",
         request_model=UtilizationRequest,
         compute=utilization_compute,
+        outputs_model=UtilizationSplitOutputs,
         example={"window_s": 100e-6, "active_s": [40e-6, 80e-6], "useful_s": 40e-6},
         cases=("component-utilization-and-overlap",),
         sweepable=("window_s", "active_s", "useful_s"),
@@ -129,6 +165,7 @@ CALCULATORS = [
                     "shared) / per instance). Limits: no other processes, page-table growth, reclaim or CPU limits.",
         request_model=InstanceFitRequest,
         compute=fit_compute,
+        outputs_model=InstanceFitOutputs,
         example={"placements": [{"name": "full copy", "local_bytes": [2147483648]},
                                 {"name": "shared read-only", "local_bytes": [134217728]}],
                  "overhead_bytes": 4194304, "instances": 100, "budget_bytes": 68719476736},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet, request_inputs
 from calculators.framework import headline as hf
@@ -231,6 +231,73 @@ def vliw_compute(req: VliwCyclesRequest, lookup: Lookup) -> Result:
     return res
 
 
+# =========================================================================== outputs
+
+class SoftmaxMergeOutputs(BaseModel):
+    """Outputs of softmax-merge: attention outputs of one query, in the unit of the values."""
+
+    model_config = ConfigDict(extra="forbid")
+    exact: float = Field(description="Exact softmax output Σ e^s·v / Σ e^s.")
+    online: float = Field(description="Output of the online (blockwise) recurrence; equals `exact` to round-off.")
+    online_error: float = Field(description="online − exact.")
+    inverted_rescale: float | None = Field(description="Output when the accumulator is rescaled by 1/r instead of r "
+                                           "(null when that overflows).")
+    inverted_error: float | None = Field(description="inverted_rescale − exact (null when it overflows).")
+    block_outputs: list[float] = Field(description="Each block's own normalised output, in block order.")
+    mean_of_block_outputs: float = Field(description="Plain mean of the block outputs (drops the normalisers).")
+
+
+class ToleranceGroupOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    abs_error: float = Field(description="|actual − reference| of the group's elements.")
+    allowed: float | None = Field(description="atol + rtol·|reference| (null when it overflows).")
+    matched: bool = Field(description="abs_error ≤ allowed.")
+
+
+class ToleranceMatchOutputs(BaseModel):
+    """Outputs of tolerance-match."""
+
+    model_config = ConfigDict(extra="forbid")
+    total: int = Field(description="Elements checked (sum of the group counts).")
+    matched: int = Field(description="Elements within tolerance.")
+    mismatched: int = Field(description="Elements outside tolerance.")
+    matched_ratio: float = Field(description="matched / total, a fraction 0–1.")
+    passes: list[bool] = Field(description="Whether the ratio reaches each required ratio, in request order.")
+    groups: list[ToleranceGroupOut] = Field(description="Per element group, in request order.")
+
+
+class MeasurementOrderRowOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    order: str = Field(description="The order, its option names joined (e.g. ABBA).")
+    means_s: list[float | None] = Field(description="Measured mean time of each option, in option order, s (null "
+                                        "when the drift overflows).")
+    bias_s: list[float | None] = Field(description="Measured mean minus true time of each option, in option order, s.")
+    looks_fastest: str = Field(description="The option with the lowest measured mean.")
+    margin_s: float | None = Field(description="Second-lowest measured mean minus the lowest, s (0 with one option).")
+    correct: bool = Field(description="The option that looks fastest is the truly fastest.")
+
+
+class MeasurementOrderOutputs(BaseModel):
+    """Outputs of measurement-order."""
+
+    model_config = ConfigDict(extra="forbid")
+    options: list[str] = Field(description="Option names, in request order (the order of means_s and bias_s).")
+    orders: list[MeasurementOrderRowOut] = Field(description="Each measurement order, in request order.")
+    truly_fastest: str = Field(description="The option with the lowest true time.")
+
+
+class VliwCyclesOutputs(BaseModel):
+    """Outputs of vliw-cycles: whole counts (past 64 bits the JSON answer writes them as floats)."""
+
+    model_config = ConfigDict(extra="forbid")
+    iterations: int = Field(description="Loop iterations, the product of the trip counts.")
+    instructions_per_iteration: int = Field(description="Instructions per iteration over all engines.")
+    cycles_per_iteration: int = Field(description="Cycles per iteration: all instructions (serial) or the busiest "
+                                      "engine's bundles (packed).")
+    loop_cycles: int = Field(description="iterations × cycles_per_iteration.")
+    total_cycles: int = Field(description="Loop cycles plus the fixed cycles.")
+
+
 CALCULATORS = [
     Calculator(
         name="softmax-merge",
@@ -244,6 +311,7 @@ CALCULATORS = [
                     "normalisers. Limits: scalar values, one query, no masked blocks.",
         request_model=SoftmaxMergeRequest,
         compute=softmax_compute,
+        outputs_model=SoftmaxMergeOutputs,
         example={"scores": [0.0, 0.6931471805599453, 1.3862943611198906], "values": [1, 3, -2], "block_sizes": [2, 1]},
         cases=("attention-tiles-and-io", "fusion-legality-and-precision"),
     ),
@@ -257,6 +325,7 @@ CALCULATORS = [
                     "a test passes when the ratio ≥ the required ratio. Limits: says nothing about model quality.",
         request_model=ToleranceRequest,
         compute=tolerance_compute,
+        outputs_model=ToleranceMatchOutputs,
         example={"elements": [{"count": 18, "reference": 0, "actual": 0}, {"count": 2, "reference": 0, "actual": 2}],
                  "atol": 1, "rtol": 0.3, "required_ratios": [0.9, 0.95]},
         cases=("optimization-evaluation-and-deployment",),
@@ -271,6 +340,7 @@ CALCULATORS = [
                     "drift biases AABB by the slot gap and cancels in ABBA. Limits: additive drift only.",
         request_model=MeasurementOrderRequest,
         compute=order_compute,
+        outputs_model=MeasurementOrderOutputs,
         example={"options": [{"name": "A", "true_s": 100e-6}, {"name": "B", "true_s": 90e-6}],
                  "drift_s": [0, 1e-5, 2e-5, 3e-5], "orders": [["A", "A", "B", "B"], ["A", "B", "B", "A"]]},
         cases=("optimization-evaluation-and-deployment",),
@@ -286,6 +356,7 @@ CALCULATORS = [
                     "packed ignores dependences (a lower bound).",
         request_model=VliwCyclesRequest,
         compute=vliw_compute,
+        outputs_model=VliwCyclesOutputs,
         example={"iterations": [256, 16], "engines": [{"engine": "alu", "per_iteration": 29}, {"engine": "load", "per_iteration": 3},
                                                       {"engine": "store", "per_iteration": 2}, {"engine": "flow", "per_iteration": 2}],
                  "fixed_cycles": 278},

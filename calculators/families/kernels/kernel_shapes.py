@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, fmt_bytes, num, out, quiet, request_inputs
 from calculators.framework import headline as hf
@@ -122,6 +122,44 @@ def bank_compute(req: BankConflictRequest, lookup: Lookup) -> Result:
     return res
 
 
+# =========================================================================== outputs
+
+class AttentionProjectionsOutputs(BaseModel):
+    """Outputs of attention-projections: widths in values, parameters and FLOPs as whole counts."""
+
+    model_config = ConfigDict(extra="forbid")
+    q_width: int = Field(description="Query projection width, heads × head_dim.")
+    kv_width: int = Field(description="Key (= value) projection width, kv_heads × head_dim.")
+    q_over_hidden: float = Field(description="q_width / hidden (1 when the heads span the hidden size).")
+    group_in_width: int | None = Field(None, description="Input width of each output group, heads/groups × head_dim "
+                                       "(with output_groups > 1).")
+    group_concat_width: int | None = Field(None, description="Width of the concatenated group outputs, groups × "
+                                           "group_output_dim (with output_groups > 1).")
+    o_params: int = Field(description="Parameters of the output projection (grouped or dense).")
+    params: int = Field(description="Parameters of the Q, K, V and O projections.")
+    flops_per_token: int = Field(description="2 × params, FLOP per token.")
+    params_if_hidden_squared: int = Field(description="4 × hidden², the parameters if every projection were "
+                                          "hidden × hidden, for comparison.")
+
+
+class BankConflictPitchOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    pitch_elements: int = Field(description="Row pitch, elements.")
+    bytes: int = Field(description="Tile bytes at this pitch, rows × pitch × element_bytes, B.")
+    row_rounds: int = Field(description="Bank service rounds of one warp reading along a row.")
+    column_rounds: int = Field(description="Bank service rounds of one warp reading down a column (1 = no conflict).")
+    padding_bytes: int = Field(description="Bytes above the unpadded tile, B.")
+    padding_fraction: float = Field(description="padding_bytes / unpadded_bytes.")
+
+
+class BankConflictsOutputs(BaseModel):
+    """Outputs of bank-conflicts (past 64 bits the JSON answer writes byte counts as floats)."""
+
+    model_config = ConfigDict(extra="forbid")
+    unpadded_bytes: int = Field(description="rows × cols × element_bytes, B.")
+    pitches: list[BankConflictPitchOut] = Field(description="One row per requested pitch, in request order.")
+
+
 CALCULATORS = [
     Calculator(
         name="attention-projections",
@@ -135,6 +173,7 @@ CALCULATORS = [
                     "Limits: no biases, norms or low-rank Q/KV compression.",
         request_model=AttentionProjectionRequest,
         compute=attention_compute,
+        outputs_model=AttentionProjectionsOutputs,
         example={"hidden": 4096, "heads": 64, "head_dim": 512, "kv_heads": 1, "output_groups": 8, "group_output_dim": 1024},
         cases=("model-operator-examples", "generative-multimodal-models"),
     ),
@@ -150,6 +189,7 @@ CALCULATORS = [
                     "access pattern, no swizzling.",
         request_model=BankConflictRequest,
         compute=bank_compute,
+        outputs_model=BankConflictsOutputs,
         example={"rows": 32, "cols": 32, "element_bytes": 4, "pitch_elements": [32, 33]},
         cases=("buffer-capacity-and-data-movement",),
     ),

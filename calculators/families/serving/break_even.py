@@ -17,7 +17,7 @@ import math
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
@@ -26,7 +26,7 @@ from calculators.framework import (
 )
 from calculators.framework import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 
 
 #: a signed cost: a saving may be negative (the change makes each use slower)
@@ -306,9 +306,79 @@ def _mixture_headline(req: MixtureRequest, o: dict) -> str:
     return hf.sentence(text)
 
 
+# =========================================================================== outputs
+
+#: a number, or one per point when an input is swept; null where it is not finite (a change that never pays)
+BreakEvenNum = float | None | list[float | None]
+#: a whole count, or one per point; null where there is none (past 2^53, where float64 stops holding every whole
+#: number, it is written as a float)
+BreakEvenCount = int | float | None | list[int | float | None]
+
+
+class BreakEvenOutputs(BaseModel):
+    """Outputs of break-even; lists where an input is swept. Costs are in the request's `unit`."""
+
+    model_config = ConfigDict(extra="forbid")
+    cost_per_use_before: BreakEvenNum = Field(None, description="Cost of one use without the change, in `unit`: the "
+                                              "fixed part plus amount / rate (when costs or amounts are given).")
+    cost_per_use_after: BreakEvenNum = Field(None, description="Cost of one use with the change, in `unit` (when costs "
+                                             "or amounts are given).")
+    saving_per_use: BreakEvenNum = Field(None, description="Cost saved per use, in `unit` (negative: each use costs "
+                                         "more). Absent for amounts without a `rate`.")
+    break_even_uses: BreakEvenNum = Field(None, description="Uses that pay back the one-off, one_off / saving (a "
+                                          "fraction of a use; null when the change never pays back).")
+    first_beneficial_use: BreakEvenCount = Field(None, description="The first whole use with a strictly positive net "
+                                                 "benefit (null when it never pays back).")
+    payback_s: BreakEvenNum = Field(None, description="Time to break even at `uses_per_s`, s (with uses_per_s > 0).")
+    net_benefit: BreakEvenNum = Field(None, description="N × saving − one_off after the `uses` given, in `unit` "
+                                      "(negative: a loss).")
+    worthwhile: bool | list[bool] | None = Field(None, description="The net benefit after `uses` is positive (with `uses`).")
+    total_before: BreakEvenNum = Field(None, description="Cost of `uses` uses without the change, in `unit` (with "
+                                       "`uses` and per-use costs).")
+    total_after: BreakEvenNum = Field(None, description="One-off plus the cost of `uses` uses with the change, in `unit`.")
+    required_saving_per_use: BreakEvenNum = Field(None, description="Saving per use needed to pay back over `uses` "
+                                                  "uses, one_off / N, in `unit` (null for N = 0).")
+    break_even_rate: BreakEvenNum = Field(None, description="Rate at which before and after cost the same, in amount "
+                                          "per unit of cost (bytes/s for seconds); null when none exists. With amounts.")
+    change_pays_below_rate: bool | None = Field(None, description="True: the change pays below break_even_rate (it "
+                                                "moves less); false: above it. With amounts.")
+
+
+class MixtureOptionOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="The option's label.")
+    expected: float | list[float] = Field(description="Expected cost p·if_event + (1 − p)·if_not, in the options' unit.")
+    quantile: float | list[float] | None = Field(None, description="The requested quantile of the two-point outcome, "
+                                                 "in the options' unit (with `quantile`).")
+    expected_within_threshold: bool | list[bool] | None = Field(None, description="Expected cost ≤ threshold (with "
+                                                                "`threshold`).")
+    quantile_within_threshold: bool | list[bool] | None = Field(None, description="Quantile ≤ threshold (with "
+                                                                "`threshold` and `quantile`).")
+
+
+class MixtureCrossingOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    a: str = Field(description="First option of the pair.")
+    b: str = Field(description="Second option of the pair.")
+    probability: float | None = Field(description="Event probability where the two cost the same (null: they never "
+                                      "cross inside [0, 1]).")
+    better_above: str | None = Field(description="The option that is cheaper above the crossing (null: parallel "
+                                     "costs, no crossing).")
+
+
+class MixtureChoiceOutputs(BaseModel):
+    """Outputs of mixture-choice; per-option values are lists where the probability is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    options: list[MixtureOptionOut] = Field(description="Each option's expected cost (and quantile), in request order.")
+    crossings: list[MixtureCrossingOut] = Field(description="Every pair of options and where they cross.")
+    best: str | list[str] = Field(description="The option with the lowest expected cost (ties: the first listed).")
+
+
 CALCULATORS = [
     Calculator(
         name="break-even",
+        profile=Profile(1e-06, 609, 154),
         family="break_even",
         title="Break-even of a one-off cost",
         summary="How many uses pay back a one-off cost (tuning search, graph capture, reconfiguration), the net benefit "
@@ -320,6 +390,7 @@ CALCULATORS = [
                     "(1 − r)/(1/E + 1/D) when encoding is on the critical path too. Limits: constant per-use costs.",
         request_model=BreakEvenRequest,
         compute=break_even_compute,
+        outputs_model=BreakEvenOutputs,
         example={"one_off": 0.012, "saving_per_use": 0.00018, "uses": [50, 100]},
         cases=("communication-tuning", "network-planning-and-collectives", "cache-and-reconfiguration",
                "tensor-codec-and-transfer"),
@@ -331,6 +402,7 @@ CALCULATORS = [
     ),
     Calculator(
         name="mixture-choice",
+        profile=Profile(1.4e-06, 611, 141),
         family="routing_cost",
         title="Choice under an uncertain event",
         summary="Expected cost of options whose outcome depends on an event of probability p (a cache still valid, a "
@@ -341,6 +413,7 @@ CALCULATORS = [
                     "independence; real distributions need per-request records.",
         request_model=MixtureRequest,
         compute=mixture_compute,
+        outputs_model=MixtureChoiceOutputs,
         example={"options": [{"name": "A (maybe cached)", "if_event": 0.09, "if_not": 0.26},
                              {"name": "B (recompute)", "if_event": 0.2, "if_not": 0.2}],
                  "probability": 0.9, "quantile": 0.99, "threshold": 0.22},

@@ -26,7 +26,10 @@ from calculators.framework import (
 )
 from calculators.framework import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, list_series, Chart
+from calculators.families.serving._queueing_outputs import (
+    BacklogOutputs, CapacityOutputs, QueueingOutputs, RemainingTimeOutputs,
+)
 
 
 #: largest server count the search for `servers_needed` tries
@@ -494,6 +497,7 @@ def _remaining_headline(req: RemainingTimeRequest, o: dict) -> str:
 CALCULATORS = [
     Calculator(
         name="queueing",
+        profile=Profile(6.4e-07, 416, 113),
         family="queueing",
         title="Queue waiting time (M/D/c, M/M/c, M/G/c)",
         summary="Mean wait and time in system for Poisson arrivals at c servers, with utilisation, Little's law, "
@@ -505,6 +509,7 @@ CALCULATORS = [
                     "FCFS, stationary Poisson arrivals.",
         request_model=QueueingRequest,
         compute=queueing_compute,
+        outputs_model=QueueingOutputs,
         example={"arrival_rate_per_s": [1, 7, 1, 7], "service_s": [0.125, 0.125, 0.1, 0.1],
                  "extra_s": [0, 0, 0.1, 0.1], "service": "deterministic"},
         cases=("chunking-and-state-transfer",),
@@ -515,6 +520,7 @@ CALCULATORS = [
     ),
     Calculator(
         name="backlog",
+        profile=Profile(9.6e-07, 625, 166),
         family="queueing",
         title="Backlog growth and drain (fluid queue)",
         summary="When arrivals exceed service for a while, how much work piles up, when a buffer fills, and how long "
@@ -524,6 +530,7 @@ CALCULATORS = [
                     "decode steps, events or bytes; item_bytes converts. Limits: constant rates, no per-request latency.",
         request_model=BacklogRequest,
         compute=backlog_compute,
+        outputs_model=BacklogOutputs,
         example={"arrival_rate_per_s": 7471.2, "service_rate_per_s": 2048, "servers": 3, "duration_s": 60,
                  "after_arrival_rate_per_s": 0},
         cases=("workload-and-provisioning", "evaluation-and-agent-records", "cache-events-and-routing"),
@@ -533,6 +540,8 @@ CALCULATORS = [
     ),
     Calculator(
         name="capacity",
+        profile=Profile(4.7e-07, 360, 115),
+        series=list_series("resources", "resources"),
         family="scheduling",
         title="Throughput bound over resources",
         summary="Each resource caps the request rate at capacity ÷ use per request (or slots ÷ hold time, by Little's "
@@ -543,6 +552,7 @@ CALCULATORS = [
                     "Limits: mean rates; every request uses every resource; no tail latency or burst margin.",
         request_model=CapacityRequest,
         compute=capacity_compute,
+        outputs_model=CapacityOutputs,
         example={"resources": [{"name": "encode", "units": 1, "capacity": 12, "per_request": 4},
                                {"name": "prefill+decode", "units": 3, "capacity": 4, "per_request": 1},
                                {"name": "link", "capacity": 300e6, "per_request": 32768000}],
@@ -556,6 +566,7 @@ CALCULATORS = [
     ),
     Calculator(
         name="remaining-time",
+        profile=Profile(5e-07, 375, 39),
         family="scheduling",
         title="Expected remaining time given elapsed time",
         summary="From past durations, the expected remaining time of a job that has already run e seconds: "
@@ -565,6 +576,7 @@ CALCULATORS = [
                     "the same kind of job.",
         request_model=RemainingTimeRequest,
         compute=remaining_compute,
+        outputs_model=RemainingTimeOutputs,
         example={"history_s": [1, 1, 1, 1, 1, 1, 1, 1, 1, 100], "elapsed_s": 10},
         cases=("reward-deadlines-and-feedback",),
         sweepable=("elapsed_s",),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
@@ -377,6 +377,95 @@ def _budget_headline(o: dict) -> str:
     return hf.sentence(text)
 
 
+# --------------------------------------------------------------------------- outputs
+
+#: a number, or one per point when an input is swept (null where not finite)
+SpecNum = float | None | list[float | None]
+
+
+class SpeculativeSimulationOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rounds: int = Field(description="Rounds simulated per point.")
+    seed: int = Field(description="Seed of the generator.")
+    mean_tokens_per_round: SpecNum = Field(description="Sample mean of tokens per round (accepted drafts + 1).")
+    standard_error: SpecNum = Field(description="Standard error of that mean (null for a single round).")
+    z_score_vs_closed_form: SpecNum = Field(description="(sample mean − closed form) / standard error (0 when the "
+                                            "error is 0).")
+    simulated_speedup: SpecNum = Field(description="Sample mean / round cost, ×.")
+
+
+class SpeculativeDecodingOutputs(BaseModel):
+    """Outputs of speculative-decoding; lists where acceptance_rate or draft_tokens is swept. Costs are in plain
+    target decode steps."""
+
+    model_config = ConfigDict(extra="forbid")
+    expected_tokens_per_round: SpecNum = Field(description="E = (1 − α^(k+1)) / (1 − α) tokens per verify round.")
+    expected_accepted_drafts: SpecNum = Field(description="E − 1, accepted draft tokens per round.")
+    round_cost_steps: SpecNum = Field(description="k·c + v, cost of a round in plain decode steps.")
+    speedup: SpecNum = Field(description="E / (k·c + v) over plain decoding, ×.")
+    best_k: int | list[int] = Field(description="Draft length in 1..32 with the highest speedup.")
+    best_speedup: SpecNum = Field(description="Speedup at best_k, ×.")
+    max_draft_cost_per_round_steps: SpecNum = Field(description="Largest draft cost per round that still gains, E − v, "
+                                                    "in decode steps.")
+    tokens_per_round_without_bonus: SpecNum = Field(description="E − α^k: tokens per round if a fully accepted round "
+                                                    "added no bonus token.")
+    page_rule_speedup: SpecNum = Field(description="The rule of thumb k·α / (k·c + v), ×, for comparison.")
+    page_rule_relative_error: SpecNum = Field(description="page_rule_speedup / speedup − 1.")
+    speedup_limit_infinite_k: SpecNum = Field(None, description="Speedup as k → ∞, 1 / ((1 − α)·v), × (with "
+                                              "draft_cost_ratio 0; null at α = 1).")
+    time_per_token_s: SpecNum = Field(None, description="Time per output token, s (with target_step_s).")
+    round_time_s: SpecNum = Field(None, description="Time of one round, s (with target_step_s).")
+    tokens_per_s: SpecNum = Field(None, description="Output tokens per second, tokens/s (with target_step_s).")
+    max_draft_time_per_round_s: SpecNum = Field(None, description="Largest draft time per round that still gains, s "
+                                                "(with target_step_s).")
+    setup_amortization_tokens: SpecNum = Field(None, description="Output tokens needed to pay back setup_s, tokens "
+                                               "(null when drafting does not gain; with setup_s).")
+    end_to_end_speedup: SpecNum = Field(None, description="Amdahl speedup of the whole task, × (with decode_fraction).")
+    simulation: SpeculativeSimulationOut | None = Field(None, description="Monte Carlo check (with simulate).")
+
+
+class VerifyBudgetGroupOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="The group's label (default: group N).")
+    count: int = Field(description="Requests in the group.")
+    draft_tokens: int = Field(description="Draft tokens each request verifies.")
+    expected_tokens_per_request: float | None = Field(description="Expected tokens per round of one request (null "
+                                                      "without an acceptance).")
+    rows: int = Field(description="Verify rows of the group, count × (k + 1).")
+    if_log_misread_as_conditional: float | None = Field(None, description="Tokens per request if the cumulative log "
+                                                        "were multiplied again as conditional (cumulative only).")
+
+
+class VerifyBudgetRoundOut(BaseModel):
+    """One verification round of a batch (the base request or a variant)."""
+
+    model_config = ConfigDict(extra="forbid")
+    groups: list[VerifyBudgetGroupOut] = Field(description="Per request group, in request order.")
+    rows: int = Field(description="Verify rows the requests need, Σ count × (k + 1).")
+    needed_rows: int = Field(description="max(rows, rows run anyway).")
+    executed_rows: int = Field(description="Rows the pass runs: the smallest graph tier holding needed_rows.")
+    padding_rows: int = Field(description="executed_rows − rows.")
+    above_largest_tier: bool = Field(description="needed_rows exceed every graph tier (run eagerly at that size).")
+    expected_tokens_per_round: float | None = Field(description="Σ count × expected tokens, tokens (null when a group "
+                                                    "has no acceptance).")
+    round_s: float = Field(description="fixed + per_row × executed rows, s.")
+    tokens_per_s: float | None = Field(description="Expected tokens / round time, tokens/s (null: unknown or a zero "
+                                       "round time).")
+    expected_tokens_per_row: float | None = Field(description="Expected tokens / executed rows (null: unknown).")
+    row_buffer_bytes: int | float | None = Field(None, description="rows × row_bytes, B (with row_bytes; past 2^53 "
+                                                 "written as a float).")
+
+
+class VerifyBudgetVariantOut(VerifyBudgetRoundOut):
+    label: str = Field(description="The variant's label (default: variant N).")
+
+
+class SpeculativeVerifyBudgetOutputs(VerifyBudgetRoundOut):
+    """Outputs of speculative-verify-budget: the round as requested, then each variant."""
+
+    variants: list[VerifyBudgetVariantOut] = Field(description="Variants, in request order.")
+
+
 CALCULATORS = [
     Calculator(
         name="speculative-decoding",
@@ -392,6 +481,7 @@ CALCULATORS = [
                     "its standard error. Limits: constant α per position; no EOS, batching or rollback costs.",
         request_model=SpeculativeRequest,
         compute=compute_speculative,
+        outputs_model=SpeculativeDecodingOutputs,
         example={"acceptance_rate": [0.25, 0.5, 0.75, 0.9], "draft_tokens": 4, "draft_cost_ratio": 0.05,
                  "target_step_s": 0.001, "simulate": {"rounds": 20000, "seed": 7}},
         cases=("speculative-execution", "history-drafts-and-rollout", "inference-training-scenarios"),
@@ -410,6 +500,7 @@ CALCULATORS = [
                     "cumulative (vLLM's per-position acceptance) are summed, not multiplied again.",
         request_model=VerifyBudgetRequest,
         compute=compute_verify_budget,
+        outputs_model=SpeculativeVerifyBudgetOutputs,
         example={"groups": [{"acceptance_rate": 0.9, "draft_tokens": 6}, {"acceptance_rate": 0.5, "draft_tokens": 2},
                             {"acceptance_rate": 0.3, "draft_tokens": 1, "count": 2}],
                  "graph_row_tiers": [8, 16, 32], "fixed_round_s": 0.002, "per_row_s": 0.0001},
