@@ -7,6 +7,9 @@ perf package import from this face; the modules behind it are private to the pac
 """
 from __future__ import annotations
 
+from calculators.domain.records import (
+    ModelRecord, Record, TransientModel, TransientView, as_model, as_record, record,
+)
 from calculators.domain.formats import (
     ALIASES, FORMATS, FORMAT_HELP, Fmt, FormatField, FormatName, FormatSpec, SHIPPED, WeightFormats, bits_per_param,
     canonical_name, format_bytes, format_label, output_label, resolve_format, shipped_weight_formats,
@@ -38,14 +41,15 @@ __all__ = [
     'ALIASES', 'AllReduceFit', 'Arch', 'Architecture', 'COMPONENTS', 'Count', 'DEFAULT_MEMORY_UTILIZATION',
     'DEFAULT_RUNTIME_RESERVE_BYTES', 'DTYPE_BYTES', 'Dim', 'ExpertCount', 'FORMATS', 'FORMAT_HELP', 'Fmt',
     'FormatField', 'FormatName', 'FormatSpec', 'GroupSpec', 'HardwareSpec', 'HeadCount', 'HeadDim', 'Heads',
-    'LayerGroup', 'Layers', 'LinkSpec', 'MEMORY_RULE', 'MLASpec', 'MODEL_CONFIG_FIELD', 'MoESpec', 'ORDER',
-    'OptWidth', 'PRECISIONS', 'Peak', 'PosHeadDim', 'PricePerMtok', 'SCOPES', 'SHAPE_FIELDS', 'SHIPPED',
-    'SPLIT_ATTENTION', 'ShapeArchitecture', 'Sizes', 'Stream', 'StreamSpec', 'Vocab', 'WeightFormats', 'Width',
-    'alpha_assumption', 'arch_from_record', 'arch_from_request', 'bits_per_param', 'cache_bytes', 'canonical_name',
-    'describe_fit', 'entries_at', 'exact', 'explain_memory_rule', 'figure_basis', 'fit_all_reduce', 'fit_for',
-    'fit_line', 'format_bytes', 'format_label', 'group_lines', 'groups_from_architecture', 'groups_from_model',
-    'hardware_rates', 'hardware_spec', 'intify', 'kv_sizes', 'kv_source', 'ledger', 'link_spec',
-    'measured_link_fits', 'model_record', 'model_weight_bytes', 'note_scope', 'output_label', 'per_device_value',
-    'record_from_config', 'record_from_hf_config', 'resolve_arch', 'resolve_format', 'resolve_groups',
-    'shipped_weight_formats', 'spec_from_record', 'stored_device_price', 'usable_memory_bytes', 'written_bytes',
+    'LayerGroup', 'Layers', 'LinkSpec', 'MEMORY_RULE', 'MLASpec', 'MODEL_CONFIG_FIELD', 'MoESpec', 'ModelRecord',
+    'ORDER', 'OptWidth', 'PRECISIONS', 'Peak', 'PosHeadDim', 'PricePerMtok', 'Record', 'SCOPES', 'SHAPE_FIELDS',
+    'SHIPPED', 'SPLIT_ATTENTION', 'ShapeArchitecture', 'Sizes', 'Stream', 'StreamSpec', 'TransientModel',
+    'TransientView', 'Vocab', 'WeightFormats', 'Width', 'alpha_assumption', 'arch_from_record', 'arch_from_request',
+    'as_model', 'as_record', 'bits_per_param', 'cache_bytes', 'canonical_name', 'describe_fit', 'entries_at',
+    'exact', 'explain_memory_rule', 'figure_basis', 'fit_all_reduce', 'fit_for', 'fit_line', 'format_bytes',
+    'format_label', 'group_lines', 'groups_from_architecture', 'groups_from_model', 'hardware_rates',
+    'hardware_spec', 'intify', 'kv_sizes', 'kv_source', 'ledger', 'link_spec', 'measured_link_fits', 'model_record',
+    'model_weight_bytes', 'note_scope', 'output_label', 'per_device_value', 'record', 'record_from_config',
+    'record_from_hf_config', 'resolve_arch', 'resolve_format', 'resolve_groups', 'shipped_weight_formats',
+    'spec_from_record', 'stored_device_price', 'usable_memory_bytes', 'written_bytes',
 ]

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from calculators.domain.records import ModelRecord, as_model
 from calculators.framework import (
     CalcInputError,
     Lookup,
@@ -53,19 +54,19 @@ def _given(req, name: str) -> bool:
     return getattr(req, attr, None) is not None
 
 
-def model_record(req, lookup: Lookup, res: Result | None = None, required: bool = True) -> dict | None:
-    """The model a request names: the store record for `model`, or one built from `model_config`.
+def model_record(req, lookup: Lookup, res: Result | None = None, required: bool = True) -> ModelRecord | None:
+    """The model a request names, typed: the store record for `model`, or one built from `model_config`.
 
-    Both come in the store's record shape (facts as {value, source/locator}), so everything downstream
-    reads them the same way. None when neither is given and `required` is false."""
+    Both come in the store's record shape (facts as {value, source/locator}) behind a `ModelRecord`, so everything
+    downstream reads them the same way. None when neither is given and `required` is false."""
     model_id = getattr(req, "model", None)
     config = getattr(req, "hf_config", None)
     if model_id is not None and config is not None:
         raise CalcInputError("model_config", "give `model` (an id) or `model_config`, not both")
     if model_id is not None:
-        return fetch(lookup, "model", model_id, "model")
+        return as_model(fetch(lookup, "model", model_id, "model"))
     if config is not None:
-        return record_from_hf_config(config, res)
+        return as_model(record_from_hf_config(config, res))
     if required:
         raise CalcInputError("model", "give `model` (an id) or `model_config` (a config.json object)")
     return None

@@ -75,18 +75,22 @@ class RunError(Exception):
     status: int
     kind: str                    # not-found | validation | too-large | calculator-bug
     title: str
-    detail: str                  # what is wrong, without pointers (with field errors: the lead before them)
+    detail: str                  # what is wrong, in words, without pointers (made from `lead` and the errors when given)
     errors: list[FieldError] = field(default_factory=list)
     suggestions: list[str] = field(default_factory=list)   # for a 404: the known names closest to the one asked for
     see: str | None = None                                 # for a 404: the kind of list to choose from
     extensions: dict = field(default_factory=dict)         # for a 413 over a limit: the limit, the cost, the advice
-    joined: bool = False                                   # the detail is `lead: field: message; …` of the errors
+    lead: str | None = None                                # given: the detail is `lead: field: message; …` of the errors
+
+    def __post_init__(self) -> None:
+        if self.lead is not None:
+            self.detail = self.describe()
 
     def describe(self, pointer: Pointer = None) -> str:
         """The detail for a person, with the front end's pointers (`pointer(kind)`: a URL, a tool name)."""
-        if self.joined:
+        if self.lead is not None:
             parts = "; ".join(f"{e.field}: {e.text(pointer)}" for e in self.errors)
-            return f"{self.detail}: {parts}" if self.detail else parts
+            return f"{self.lead}: {parts}" if self.lead else parts
         where = pointer(self.see) if pointer and self.see else None
         if where:
             return f"{self.detail}; see {where}.{phrase(self.suggestions)}"
@@ -250,14 +254,14 @@ def solve(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator,
     except ValidationError as exc:
         calc = REGISTRY.get(name)
         errors = field_errors(exc.errors(include_url=False), ("body",), calc.request_model if calc else None)
-        raise RunError(422, "validation", "Invalid request", "invalid field(s)", errors, joined=True) from None
+        raise RunError(422, "validation", "Invalid request", "", errors, lead="invalid field(s)") from None
     except UnknownId as exc:
-        raise RunError(422, "validation", "Invalid request", "", [unknown_id_error(exc, lookup)], joined=True) from None
+        raise RunError(422, "validation", "Invalid request", "", [unknown_id_error(exc, lookup)], lead="") from None
     except CalcInputError as exc:
         field = field_name(exc.loc)
         if exc.status == 422:
-            raise RunError(422, "validation", "Invalid request", "", [FieldError(field, exc.message)], joined=True) from None
+            raise RunError(422, "validation", "Invalid request", "", [FieldError(field, exc.message)], lead="") from None
         raise RunError(exc.status, "too-large", "Request too large", "", [FieldError(field, exc.message)],
-                       extensions=getattr(exc, "extensions", {}), joined=True) from None
+                       extensions=getattr(exc, "extensions", {}), lead="") from None
     except (ArithmeticError, ValueError) as exc:  # a calculator bug on accepted input: say so, never hide it
         raise RunError(500, "calculator-bug", "Calculator error", f"{name} failed on a valid request: {exc}") from None

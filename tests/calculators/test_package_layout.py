@@ -206,3 +206,29 @@ def test_the_checker_sees_a_violation(tmp_path):
     mods = {m for m, _, _ in edges}
     assert "calculators.families.memory.kv_cache" in mods
     assert ("calculators.families.perf", ("_private",)) in {(m, tuple(n)) for m, n, _ in edges}
+
+
+def test_families_read_typed_records_not_dicts():
+    """A family gets its records typed (`model_record` -> ModelRecord, `record(lookup, kind, id, loc)`, `hardware_spec`,
+    `link_spec`): it never calls the lookup itself, nor reads a record's facts by string keys with the dict helpers."""
+    banned = {"fact_value", "fact_source", "fetch", "lookup"}
+    bad = []
+    for name, path in MODULES.items():
+        if layer(name) != "families":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in banned:
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} calls {node.func.id}(...)")
+    assert not bad, "\n".join(bad)
+
+
+def test_a_model_record_is_typed_and_memoised(lookup):
+    from calculators.domain import ModelRecord, model_record
+
+    class Req:
+        model, hf_config = "qwen3-8b", None
+
+    rec = model_record(Req(), lookup)
+    assert isinstance(rec, ModelRecord) and rec.id == "qwen3-8b" and rec.label
+    assert rec.value("layers") == 36 and rec.source("layers")["record"] == "qwen3-8b"
+    assert model_record(Req(), lookup) is rec                 # one view per store record

@@ -229,7 +229,7 @@ def compute(req: KVCacheRequest, lookup: Lookup) -> Result:
 
 
 def _headline(req: KVCacheRequest, rec: dict | None, o: dict) -> str:
-    name = (rec.get("name") or rec.get("id") or "This model") if rec else "This architecture"
+    name = (rec.label or "This model") if rec else "This architecture"
     what = "KV cache and recurrent state" if H.scalar(o["state_bytes"]) else "KV cache"
     s = (f"{name} at {H.fmt_count(req.tokens)} tokens in {str(o['kv_format']).upper()} needs "
          f"{H.fmt_bytes(o['bytes_per_request'])} of {what} per request")

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
-    PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num, out,
+    PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
 )
 from calculators.domain import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
 from calculators.framework import quiet
@@ -187,20 +187,20 @@ def _modules(req: LoraRequest, lookup: Lookup, res: Result) -> tuple[int, list[t
                                  "give model (or model_config) or explicit layers + modules, not both")
         rec = model_record(req, lookup, res)
         src = "model" if req.model is not None else "model_config"
-        layers = int(fact_value(rec, "layers", loc=src))
-        res.cite(fact_source(rec, "layers"))
+        layers = int(rec.value("layers", loc=src))
+        res.cite(rec.source("layers"))
         wanted = req.target_modules or list(MODEL_MODULES)
         needed = {"hidden_size", "heads", "kv_heads", "head_dim"}
         if FFN_MODULES & set(wanted):
             needed.add("ffn_size")
         facts = {}
         for key in sorted(needed):
-            v = fact_value(rec, key, required=False)
+            v = rec.value(key, required=False)
             if v is None:
-                raise CalcInputError("target_modules", f"{rec.get('id', src)} has no sourced {key}"
+                raise CalcInputError("target_modules", f"{rec.id or src} has no sourced {key}"
                                      + (" (an MoE model has no dense FFN; target attention modules)" if key == "ffn_size" else ""))
             facts[key] = int(v)
-            res.cite(fact_source(rec, key))
+            res.cite(rec.source(key))
         mods = []
         for name in MODEL_MODULES:
             if name in FFN_MODULES and "ffn_size" not in facts:
@@ -443,7 +443,7 @@ def _budget(req: LoraRequest, lookup: Lookup, res: Result, rec: dict | None, x: 
 
 
 def _headline(req: LoraRequest, rec: dict | None, o: dict) -> str:
-    name = (rec.get("name") or rec.get("id") or "the model") if rec else f"a {o['layers']}-layer model"
+    name = (rec.label or "the model") if rec else f"a {o['layers']}-layer model"
     rank = H.scalar(req.rank)
     mods = ", ".join(m["name"] for m in o["modules"][:4]) + (" …" if len(o["modules"]) > 4 else "")
     s = f"A rank-{H.fmt_count(rank)} adapter of {name} on {mods} takes {H.fmt_bytes(o['bytes_per_adapter'])}"

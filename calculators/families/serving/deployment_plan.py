@@ -28,6 +28,7 @@ from calculators.framework import (
 from calculators.domain import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
 from calculators.domain import fit_for
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
+from calculators.domain import record
 from calculators.perf import decode_step, load_system, measured_system_of, prefill_step
 from calculators.framework import headline as H
 from calculators.domain import DEFAULT_MEMORY_UTILIZATION, hardware_spec, measured_link_fits, note_scope, stored_device_price, usable_memory_bytes
@@ -97,9 +98,8 @@ def _link_fits(lookup: Lookup, hw, link_id: str | None):
     bw = None
     if not fits:
         try:
-            rec = lookup("link", lid)
-            bw = (rec.get("one_way_bytes_per_s") or {}).get("value")
-        except KeyError:
+            bw = record(lookup, "link", lid, "interconnect").value("one_way_bytes_per_s", required=False)
+        except CalcInputError:
             bw = None
     return fits, lid, bw
 
@@ -148,7 +148,7 @@ def _max_load_for_ttft(t_p: np.ndarray, target: float, cap: float) -> np.ndarray
 
 def _model_parts(rec: dict, arch, weight_format, res: Result):
     """(sharded, replicated, routed-expert) weight bytes of the whole model, and the weight format name."""
-    shipped = shipped_weight_formats(rec.get("weight_dtype")) if weight_format is None else None
+    shipped = shipped_weight_formats(rec.weight_dtype) if weight_format is None else None
     comp = ledger(arch)["components"]
     fmt_of = (lambda c: weight_format) if weight_format is not None else (
         shipped.for_component if shipped is not None else (lambda c: "bf16"))
@@ -474,7 +474,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     rec = model_record(req, lookup, res)
     arch = arch_from_record(rec, res, "model" if req.model else "model_config")
     if arch is None:
-        raise CalcInputError("model", f"{rec.get('id')}'s layers are not itemised (hybrid or linear attention): the planner "
+        raise CalcInputError("model", f"{rec.id}'s layers are not itemised (hybrid or linear attention): the planner "
                              "needs its projection shapes")
     groups = groups_from_model(rec, res, "model")
     modes = ["aggregated", "disaggregated"] if req.mode == "both" else [req.mode]
@@ -490,7 +490,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
     headline = why = None
-    name = rec.get("name") or rec.get("id")
+    name = rec.label
     if best:
         extra = f", {best['ratio']}" if best["mode"] == "disaggregated" and best.get("ratio") else ""
         headline = (f"Serve {name} at {num(req.requests_per_s)} req/s on {best['total_devices']} × {best['hardware']} "

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from calculators.framework import (
     request_inputs,
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, PosIntSweep, Result, broadcast, fact_source, fact_value, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
+    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, PosIntSweep, Result, broadcast, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
 )
 from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
@@ -172,8 +172,8 @@ class ParallelSplitOutputs(BaseModel):
 
 def _kv_from_model(rec: dict, tokens: int, fmt: Fmt, res: Result) -> float:
     """Bytes of one sequence's KV/state at `tokens`, from the architecture engine (as kv-cache sizes it)."""
-    if not rec.get("layer_groups"):
-        raise CalcInputError("model", f"{rec.get('id')} has no layer groups; give kv_bytes")
+    if not rec.layer_groups:
+        raise CalcInputError("model", f"{rec.id} has no layer groups; give kv_bytes")
     groups = groups_from_model(rec, res, "model")
     return float(kv_sizes(groups, fmt, FORMATS["fp32"], np.asarray(tokens, dtype=np.int64)).bytes_per_request)
 
@@ -186,7 +186,7 @@ def _measured(req, lookup: Lookup, res: Result, rec, p, bound_step, comm_t, fits
             raise CalcInputError("estimate", "a measured estimate needs a model (model or model_config)")
         return {}
     arch = arch_from_record(rec, None, "model")
-    shipped = shipped_weight_formats(rec.get("weight_dtype"))
+    shipped = shipped_weight_formats(rec.weight_dtype)
     wfmt = shipped.main.name if shipped is not None else "bf16"
     kfmt = kv_fmt.name if kv_fmt is not None and kv_fmt.name in FORMATS else ("fp8" if req.kv_bytes_per_value == 1 else "bf16")
     est = step_estimate(req, lookup, res, arch=arch, hardware_id=req.hardware, phase="decode", batch=req.batch,
@@ -249,8 +249,8 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
             return explicit
         if rec is None:
             return None
-        v = fact_value(rec, field, loc=loc)
-        res.cite(fact_source(rec, field))
+        v = rec.value(field, loc=loc)
+        res.cite(rec.source(field))
         return v
 
     layers = from_model("layers", req.layers, "layers")
@@ -264,9 +264,9 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     if W is None:
         if rec is None:
             raise CalcInputError("weight_bytes", "give weight_bytes or a model id")
-        params = fact_value(rec, "params_total", loc="model")
-        res.cite(fact_source(rec, "params_total"))
-        shipped = shipped_weight_formats(rec.get("weight_dtype"))
+        params = rec.value("params_total", loc="model")
+        res.cite(rec.source("params_total"))
+        shipped = shipped_weight_formats(rec.weight_dtype)
         bpp = req.weight_bytes_per_param
         if bpp is None and shipped is not None and not shipped.components:
             bpp = shipped.main.effective_bits / 8
@@ -431,13 +431,13 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         "cache, are replicated in practice and need more memory.",
     )
     if rec is not None:
-        kvh = fact_value(rec, "kv_heads", required=False)
+        kvh = rec.value("kv_heads", required=False)
         bad = [t for t in tp_list if kvh and t > 1 and (kvh % t and t % kvh)]
         if kvh and any(t > kvh for t in tp_list):
             res.assume(f"{req.model} has {int(kvh)} KV heads: at tp > {int(kvh)} the KV is replicated, not split.")
         if bad:
             res.assume(f"tp = {', '.join(map(str, bad))} does not divide the {int(kvh)} KV heads evenly.")
-        if str(rec.get("kind")) == "moe" and req.weight_read_bytes is None:
+        if str(rec.kind) == "moe" and req.weight_read_bytes is None:
             res.assume("MoE model: all weights are counted as read per step; give weight_read_bytes for the experts a step touches.")
     if pp > 1:
         res.assume("Pipeline stages run one after another for a token: the memory time is not cut by pp, (pp − 1) hand-offs are added; "

@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from calculators.framework import (
     request_inputs,
     MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
-    PosFloat, PosInt, Result, fact_source, fact_value, fetch, first, fmt_s, num, out,
+    PosFloat, PosInt, Result, first, fmt_s, num, out,
 )
 from calculators.framework import quiet
+from calculators.domain import record
 from calculators.domain import PricePerMtok
 from calculators.framework import Calculator, Profile, Series, request_value, sweep_length, Chart
 from calculators.framework import headline as H
@@ -204,15 +205,15 @@ def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, di
         return {"input": p.input, "cache_read": p.input if p.cache_read is None else p.cache_read,
                 "cache_write": p.input if p.cache_write is None else p.cache_write, "output": p.output}, None
     if c.price is not None:
-        rec = fetch(lookup, "price", c.price, f"candidates.{i}.price")
+        rec = record(lookup, "price", c.price, f"candidates.{i}.price")
         loc = f"candidates.{i}.price"
-        vals = {"input": fact_value(rec, "input_usd_per_mtok", loc=loc),
-                "output": fact_value(rec, "output_usd_per_mtok", loc=loc)}
+        vals = {"input": rec.value("input_usd_per_mtok", loc=loc),
+                "output": rec.value("output_usd_per_mtok", loc=loc)}
         for key, field in (("cache_read", "cache_read_usd_per_mtok"), ("cache_write", "cache_write_usd_per_mtok")):
-            v = fact_value(rec, field, required=False)
+            v = rec.value(field, required=False)
             vals[key] = vals["input"] if v is None else v
         for field in ("input_usd_per_mtok", "output_usd_per_mtok", "cache_read_usd_per_mtok", "cache_write_usd_per_mtok"):
-            res.cite(fact_source(rec, field))
+            res.cite(rec.source(field))
         return vals, None
     s = c.self_hosted
     if c.tokens_per_s is None:
