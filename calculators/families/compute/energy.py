@@ -5,7 +5,7 @@ from __future__ import annotations
 
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculators.framework import (
     CalcInputError,
@@ -25,7 +25,7 @@ from calculators.framework import (
     request_inputs,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import hardware_spec, note_scope
 
 
@@ -65,6 +65,27 @@ class EnergyRequest(CalcRequest):
         if self.power_w is None and not self.hardware and self.dynamic_power is None:
             raise ValueError("give power_w, hardware or dynamic_power")
         return self
+
+
+#: a number, or one per point when an input is swept (null where not finite)
+EnergyNum = float | None | list[float | None]
+
+
+class EnergyOutputs(BaseModel):
+    """Outputs of energy; lists where an input is swept. The energy part needs a power (power_w or hardware), the
+    ratios `dynamic_power`."""
+
+    model_config = ConfigDict(extra="forbid")
+    power_w: EnergyNum = Field(None, description="Power of all devices, device power × devices × utilization, W.")
+    time_s: EnergyNum = Field(None, description="Duration: time_s, or tokens / tokens_per_s, s.")
+    energy_j: EnergyNum = Field(None, description="power × time, J.")
+    energy_kwh: EnergyNum = Field(None, description="The same energy, kWh (3.6e6 J each).")
+    joules_per_token: EnergyNum = Field(None, description="power / tokens_per_s, or energy / tokens, J/token "
+                                        "(null for zero tokens).")
+    tokens_per_kwh: EnergyNum = Field(None, description="Tokens per kWh at tokens_per_s, tokens/kWh.")
+    power_ratio: float | None = Field(None, description="P_new / P_old, given or α·C·V²·f scaled (null on overflow).")
+    power_reduction: float | None = Field(None, description="1 − power_ratio, a fraction (negative: more power).")
+    power_density_ratio: float | None = Field(None, description="power_ratio / area_ratio (with area_ratio).")
 
 
 def compute_energy(req: EnergyRequest, lookup: Lookup) -> Result:
@@ -155,6 +176,7 @@ CALCULATORS = [
 
     Calculator(
         name="energy",
+        profile=Profile(5.7e-07, 368, 62),
         family="energy",
         title="Energy, joules per token and dynamic-power scaling",
         summary="Energy = power × time for devices of a hardware id or a given power, joules per token at a throughput, "
@@ -163,6 +185,7 @@ CALCULATORS = [
                     "change alone scales power by (V'/V)²; density ratio = power ratio / area ratio. Device draw only.",
         request_model=EnergyRequest,
         compute=compute_energy,
+        outputs_model=EnergyOutputs,
         example={"hardware": "h100-sxm", "devices": 8, "tokens_per_s": 20000, "time_s": 3600},
         cases=("logicfolding-energy",),
         sweepable=("power_w", "time_s", "tokens", "tokens_per_s"),

@@ -15,15 +15,16 @@ from pydantic import Field, StrictBool, field_validator, model_validator
 
 from calculators.framework import (
     GRID_FIELD, CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegIntSweep, PosFloat,
-    PosFloatSweep, PosInt, PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_flops, fmt_s,
+    PosFloatSweep, PosInt, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_flops, fmt_s,
     grid_axes, grid_shape, num, out, request_inputs, whole_numbers,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
 from calculators.domain import FORMATS, resolve_format, shipped_weight_formats
 from calculators.perf import causal_pairs, moe_split, published_moe_split
 from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
+from calculators.families.compute._roofline_outputs import RooflineOutputs
 from calculators.domain import ledger
 from calculators.domain import FormatField as Format, format_bytes
 from calculators.domain import hardware_rates
@@ -277,14 +278,14 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, .
     n_tok = p * b
     kfmt, kv_label = _kv_format(req, x["kv_format"].astype(np.intp) if "kv_format" in x else None)
     arch, rec = resolve_arch(req, lookup, res)
-    shipped = shipped_weight_formats((rec or {}).get("weight_dtype")) if req.weight_format is None else None
+    shipped = shipped_weight_formats((rec.weight_dtype if rec is not None else None)) if req.weight_format is None else None
     wfmt = req.weight_format if req.weight_format is not None else (shipped.main if shipped else "bf16")
     if req.weight_format is None:
         res.assume(f"Weight format: as published, {shipped.label} ({shipped.note}); pass `weight_format` to change it."
                    if shipped else "Weight format: bf16 (no published format known); pass `weight_format` to change it.")
     expert_fmt = shipped.for_component("routed_experts") if shipped else wfmt
     o: dict = {}
-    groups = (rec or {}).get("layer_groups") if rec else None
+    groups = rec.layer_groups if rec else None
     if arch is not None:
         led = ledger(arch)
         am = led["active_matrix"]
@@ -331,11 +332,11 @@ def _model(req: RooflineRequest, lookup: Lookup, res: Result, axes: tuple[str, .
         if req.params is not None:
             active, total_params = req.params, req.params
         else:
-            active = float(fact_value(rec, "params_active", loc="model"))
-            total_params = float(fact_value(rec, "params_total", loc="model"))
-            res.cite(fact_source(rec, "params_active"))
-            res.cite(fact_source(rec, "params_total"))
-            res.assume(f"{rec.get('id')}'s attention ('{rec.get('attention')}') is not itemised here: linear FLOPs use the stored "
+            active = float(rec.value("params_active", loc="model"))
+            total_params = float(rec.value("params_total", loc="model"))
+            res.cite(rec.source("params_active"))
+            res.cite(rec.source("params_total"))
+            res.assume(f"{rec.id}'s attention ('{rec.attention}') is not itemised here: linear FLOPs use the stored "
                        "active parameter count and attention pair FLOPs are not counted.")
         flops = 2.0 * active * n_tok
         res.step("FLOPs", "F = 2 × N_active × tokens × batch", f"2 × {num(active)} × {num(first(p))} × {num(first(b))}", flops, "FLOP")
@@ -558,6 +559,8 @@ def _headline(req: RooflineRequest, o: dict) -> str:
 CALCULATORS = [
     Calculator(
         name="roofline",
+        profile=Profile(3.2e-06, 1444, 629),
+        mcp_tool=True,
         family="roofline",
         title="Roofline of an operation or a model step",
         summary="FLOPs and bytes of a GEMM, an attention block, a custom operation, or a model's prefill/decode step, "
@@ -568,6 +571,7 @@ CALCULATORS = [
                     "t = max(F/peak, bytes/bandwidth). Ideal overlap, no activations, no kernel overheads.",
         request_model=RooflineRequest,
         compute=compute,
+        outputs_model=RooflineOutputs,
         example={"model": "qwen3-8b", "phase": "decode", "batch": [1, 8, 64, 256], "context_tokens": 4096,
                  "hardware": "h100-sxm", "precision": "BF16"},
         cases=("model-resource-accounting", "buffer-capacity-and-data-movement", "retrieval-and-generation",

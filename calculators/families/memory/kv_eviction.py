@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     CalcRequest,
@@ -35,7 +35,7 @@ from calculators.domain import MODEL_CONFIG_FIELD, intify, kv_sizes, kv_source
 from calculators.domain import Architecture
 from calculators.domain import FormatField, resolve_format
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 
 
 class KVEvictionRequest(CalcRequest):
@@ -58,6 +58,45 @@ class KVEvictionRequest(CalcRequest):
                                                  examples=[0.1])
     requests: NonNegIntSweep = Field(1, description="Concurrent requests. Sweepable.")
     memory_budget_bytes: NonNegFloatSweep | None = Field(None, description="Bytes for KV: compares max requests with and without eviction. Sweepable.")
+
+
+#: a number, or one per point when an input is swept (null where not finite)
+EvictNum = float | None | list[float | None]
+#: a whole count of tokens or entries, or one per point
+EvictCount = int | list[int]
+#: a whole count of requests, or one per point; null where a request takes no bytes (any number fits)
+EvictRequests = int | None | list[int | None]
+
+
+class KVEvictionOutputs(BaseModel):
+    """Outputs of kv-eviction; lists where an input is swept. Entries are per full-history layer, bytes in B."""
+
+    model_config = ConfigDict(extra="forbid")
+    budget_tokens: EvictCount = Field(description="Tokens the policy may keep: sinks + recent + heavy hitters before "
+                                      "capping at the context, tokens.")
+    entries_kept: EvictCount = Field(description="Entries kept per full-history layer, min(context, budget).")
+    entries_evicted: EvictCount = Field(description="Entries dropped per full-history layer, context − kept.")
+    kept_sinks: EvictCount = Field(description="Attention-sink entries kept (the first tokens).")
+    kept_recent: EvictCount = Field(description="Recent-window entries kept.")
+    kept_heavy_hitters: EvictCount = Field(description="Heavy-hitter entries kept (chosen among the other tokens).")
+    fraction_kept: EvictNum = Field(description="kept / context, a fraction (1 for an empty context).")
+    bytes_per_token: float = Field(description="KV bytes per token of the full-history streams, B/token.")
+    bytes_full_per_request: EvictNum = Field(description="KV of one request without eviction (kv-cache bytes), B.")
+    bytes_kept_per_request: EvictNum = Field(description="KV of one request under the budget, B.")
+    bytes_saved_per_request: EvictNum = Field(description="full − kept per request, B.")
+    bytes_full_total: EvictNum = Field(description="Full KV of all `requests`, B.")
+    bytes_kept_total: EvictNum = Field(description="Kept KV of all `requests`, B.")
+    bytes_saved_total: EvictNum = Field(description="Bytes saved over all `requests`, B.")
+    compression_ratio: EvictNum = Field(description="full / kept bytes per request (null when nothing is kept).")
+    tensor_parallel: int | None = Field(None, description="Ranks the cache is split over (with tensor_parallel).")
+    per_device_bytes_full_per_request: EvictNum = Field(None, description="Full KV of one request on one rank, B "
+                                                        "(with tensor_parallel).")
+    per_device_bytes_kept_per_request: EvictNum = Field(None, description="Kept KV of one request on one rank, B "
+                                                        "(with tensor_parallel).")
+    max_requests_full: EvictRequests = Field(None, description="Requests the memory budget holds without eviction, "
+                                             "floor(budget / full bytes) (with memory_budget_bytes).")
+    max_requests_kept: EvictRequests = Field(None, description="Requests the memory budget holds under the eviction "
+                                             "budget (with memory_budget_bytes).")
 
 
 def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
@@ -161,6 +200,7 @@ def _headline(req: KVEvictionRequest, o: dict, rec: dict | None, fmt) -> str:
 CALCULATORS = [
     Calculator(
         name="kv-eviction",
+        profile=Profile(6.4e-07, 448, 158),
         family="kv_sizing",
         title="KV eviction budget",
         summary="Entries, fraction and bytes of KV kept under an attention-sink + recent-window + heavy-hitter budget "
@@ -171,6 +211,7 @@ CALCULATORS = [
                     "without eviction.",
         request_model=KVEvictionRequest,
         compute=compute,
+        outputs_model=KVEvictionOutputs,
         example={"model": "llama-3.1-8b", "tokens": [4096, 32768, 131072], "sink_tokens": 4, "recent_tokens": 2048,
                  "heavy_hitter_tokens": 2048},
         cases=("cache-and-reconfiguration", "hybrid-prefix-state", "kv-quantization-and-execution"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     CalcInputError,
@@ -33,8 +33,6 @@ from calculators.framework import (
     PosIntSweep,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
     first,
     fmt_bytes,
     fmt_flops,
@@ -44,20 +42,11 @@ from calculators.framework import (
     request_inputs,
 )
 from calculators.domain import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
-from calculators.domain import Architecture
+from calculators.domain import Architecture, PricePerMtok
 from calculators.perf import causal_pairs
 from calculators.domain import FormatField, resolve_format
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
-
-
-class PricePerMTok(CalcRequest):
-    """Prices in USD per million tokens."""
-
-    input: NonNegFloat = Field(description="Uncached input, USD per 1M tokens.", examples=[2.0])
-    cache_read: NonNegFloat = Field(description="Cached input read on a hit, USD per 1M tokens.", examples=[0.2])
-    cache_write: NonNegFloat | None = Field(None, description="Writing the prefix into the cache, USD per 1M tokens (default: input).",
-                                            examples=[2.5])
+from calculators.framework import Calculator, Profile, Chart
 
 
 class PrefixCacheRequest(CalcRequest):
@@ -89,23 +78,78 @@ class PrefixCacheRequest(CalcRequest):
                                                        examples=[5000])
     prefill_flop_per_s: PosFloatSweep | None = Field(None, description="Effective prefill FLOP/s: TTFT saved = FLOPs skipped / rate. Sweepable.")
     new_tokens_per_request: NonNegInt = Field(0, description="Input tokens after the prefix in each request (for input cost).", examples=[2000])
-    price_per_mtok: PricePerMTok | None = Field(None, description="Input prices to compare cached and uncached billing.")
+    price_per_mtok: PricePerMtok | None = Field(None, description="Input prices to compare cached and uncached billing.")
 
 
 def _attention_terms(req, rec: dict | None, groups: list[GroupSpec] | None, res: Result) -> list[tuple[float, int | None]] | None:
     """(FLOPs per pair summed over layers, window) per attention stream; None when not known."""
     if req.attention_flops_per_pair is not None:
         return [(req.attention_flops_per_pair, None)]
-    if rec is None or groups is None or str(rec.get("attention", "")).lower() not in SPLIT_ATTENTION:
+    if rec is None or groups is None or str((rec.attention or "")).lower() not in SPLIT_ATTENTION:
         return None
-    heads = fact_value(rec, "heads", required=False)
-    head_dim = fact_value(rec, "head_dim", required=False)
+    heads = rec.value("heads", required=False)
+    head_dim = rec.value("head_dim", required=False)
     if not heads or not head_dim:
         return None
-    res.cite(fact_source(rec, "heads"))
-    res.cite(fact_source(rec, "head_dim"))
+    res.cite(rec.source("heads"))
+    res.cite(rec.source("head_dim"))
     per_layer = 4.0 * heads * head_dim
     return [(g.count * per_layer, s.window) for g in groups for s in g.streams]
+
+
+#: a number, or one per point when an input is swept (null where not finite)
+PrefixNum = float | None | list[float | None]
+#: a whole count of tokens or snapshots, or one per point
+PrefixCount = int | list[int]
+
+
+class PrefixCacheOutputs(BaseModel):
+    """Outputs of prefix-cache: expected values over the hit rate; lists where an input is swept. The KV part needs a
+    KV source, the prefill part a parameter count or FLOPs per token, TTFT a prefill rate, costs `price_per_mtok`."""
+
+    model_config = ConfigDict(extra="forbid")
+    prefix_tokens: PrefixCount = Field(description="Shared prefix length, tokens.")
+    restore_point_tokens: PrefixCount = Field(description="Tokens a hit can reuse: the last block / state-checkpoint "
+                                              "boundary at or below the prefix, tokens.")
+    recompute_tokens: PrefixCount = Field(description="Prefix tokens after the restore point that a hit still "
+                                          "recomputes, tokens.")
+    expected_hits: PrefixNum = Field(description="Expected later requests that find the prefix cached, "
+                                     "hit_rate × (requests − 1).")
+    state_checkpoints: PrefixCount | None = Field(None, description="Recurrent-state snapshots within the prefix, "
+                                                  "floor(prefix / interval) (with state_checkpoint_interval_tokens).")
+    kv_bytes_per_token: float | None = Field(None, description="KV bytes per token of the full-history streams, "
+                                             "B/token (with a KV source).")
+    prefix_kv_bytes: PrefixNum = Field(None, description="KV of one copy of the prefix (history, no state), B.")
+    state_bytes: float | None = Field(None, description="Recurrent state of one request, B (0 without recurrent layers).")
+    state_snapshot_bytes: PrefixNum = Field(None, description="State snapshots kept with the cache entry, B.")
+    cache_entry_bytes: PrefixNum = Field(None, description="One cache entry: prefix KV + state snapshots, B.")
+    kv_bytes_without_sharing: PrefixNum = Field(None, description="Every request holding its own copy of the prefix, B.")
+    kv_bytes_with_sharing: PrefixNum = Field(None, description="Expected KV stored with the cache (misses hold their "
+                                             "own copy), B.")
+    kv_bytes_saved: PrefixNum = Field(None, description="without − with sharing, B (negative when snapshots cost more "
+                                      "than the hits save).")
+    kv_bytes_saved_per_hit: PrefixNum = Field(None, description="KV one hit does not hold, B.")
+    tensor_parallel: int | None = Field(None, description="Ranks the cache is split over (with tensor_parallel).")
+    prefix_kv_bytes_per_device: PrefixNum = Field(None, description="Prefix KV on one rank, B (with tensor_parallel).")
+    state_bytes_per_device: float | None = Field(None, description="Recurrent state on one rank, B (with tensor_parallel).")
+    state_snapshot_bytes_per_device: PrefixNum = Field(None, description="State snapshots on one rank, B "
+                                                       "(with tensor_parallel).")
+    cache_entry_bytes_per_device: PrefixNum = Field(None, description="Cache entry on one rank, B (with tensor_parallel).")
+    prefill_flops_linear_per_hit: PrefixNum = Field(None, description="Linear-layer prefill FLOPs of the reusable "
+                                                    "prefix, 2·params·tokens, FLOP.")
+    prefill_flops_attention_per_hit: PrefixNum = Field(None, description="Attention FLOPs over the prefix's causal "
+                                                       "pairs, FLOP (0 when not modelled).")
+    prefill_flops_per_hit: PrefixNum = Field(None, description="Prefill FLOPs one hit skips, linear + attention, FLOP.")
+    prefill_flops_skipped: PrefixNum = Field(None, description="Expected prefill FLOPs skipped over all hits, FLOP.")
+    ttft_saved_per_hit_s: PrefixNum = Field(None, description="Time to first token one hit saves, s (with a prefill "
+                                            "rate).")
+    expected_ttft_saved_s: PrefixNum = Field(None, description="TTFT a later request saves on average, hit_rate × "
+                                             "saved per hit, s.")
+    cost_uncached_usd: PrefixNum = Field(None, description="Input cost of all requests without caching, USD.")
+    cost_first_request_usd: PrefixNum = Field(None, description="Input cost of the request that writes the cache, USD.")
+    cost_later_request_usd: PrefixNum = Field(None, description="Expected input cost of each later request, USD.")
+    cost_cached_usd: PrefixNum = Field(None, description="Input cost of all requests with caching, USD.")
+    cost_saved_usd: PrefixNum = Field(None, description="uncached − cached input cost, USD.")
 
 
 def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
@@ -200,9 +244,9 @@ def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
     else:
         params = req.params
         if params is None and rec is not None:
-            params = fact_value(rec, "params_active", required=False)
+            params = rec.value("params_active", required=False)
             if params:
-                res.cite(fact_source(rec, "params_active"))
+                res.cite(rec.source("params_active"))
         if params:
             linear = 2.0 * params * reusable.astype(float)
             lin_txt = f"2 × {num(params)} × {num(first(reusable))}"
@@ -246,18 +290,19 @@ def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:
     if req.price_per_mtok is not None:
         p = req.price_per_mtok
         write = p.cache_write if p.cache_write is not None else p.input
+        read = p.cache_read if p.cache_read is not None else p.input
         P = prefix.astype(float)
         new = float(req.new_tokens_per_request)
         uncached = R * (P + new) * p.input / 1e6
         first_cost = (P * write + new * p.input) / 1e6
-        later = (h * P * p.cache_read + (1 - h) * P * write + new * p.input) / 1e6
+        later = (h * P * read + (1 - h) * P * write + new * p.input) / 1e6
         cached = first_cost + np.maximum(R - 1, 0) * later
         res.step("input cost without caching", "requests × (prefix + new) × input price",
                  f"{num(first(R))} × ({num(p0)} + {num(new)}) × ${num(p.input)}/M", uncached, "USD")
         res.step("first request (cache write)", "prefix × write price + new × input price",
                  f"{num(p0)} × ${num(write)}/M + {num(new)} × ${num(p.input)}/M", first_cost, "USD")
         res.step("later request (expected)", "h·prefix × read + (1−h)·prefix × write + new × input",
-                 f"{num(first(h))}×{num(p0)}×${num(p.cache_read)}/M + {num(1 - first(h))}×{num(p0)}×${num(write)}/M + {num(new)}×${num(p.input)}/M",
+                 f"{num(first(h))}×{num(p0)}×${num(read)}/M + {num(1 - first(h))}×{num(p0)}×${num(write)}/M + {num(new)}×${num(p.input)}/M",
                  later, "USD")
         res.step("input cost with caching", "first + (requests − 1) × later", f"{num(first(first_cost))} + {num(max(first(R) - 1, 0))} × {num(first(later))}",
                  cached, "USD")
@@ -312,6 +357,7 @@ def _headline(req: PrefixCacheRequest, o: dict, rec: dict | None) -> str:
 CALCULATORS = [
     Calculator(
         name="prefix-cache",
+        profile=Profile(7.2e-07, 698, 232),
         family="prefix_cache",
         title="Prefix cache savings",
         summary="What sharing a common prefix saves: KV bytes stored once instead of per request, prefill FLOPs and "
@@ -324,6 +370,7 @@ CALCULATORS = [
                     "snapshot ≤ prefix. Optional prices compare cached and uncached input billing.",
         request_model=PrefixCacheRequest,
         compute=compute,
+        outputs_model=PrefixCacheOutputs,
         example={"model": "llama-3.1-70b", "kv_format": "fp16", "prefix_tokens": 2000, "requests": 100, "hit_rate": 0.9,
                  "prefill_tokens_per_s": 5000},
         cases=("hybrid-prefix-state", "cache-tiers-and-routing", "cache-events-and-routing", "platform-routing"),

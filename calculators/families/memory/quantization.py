@@ -15,12 +15,12 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.domain import output_label, FORMATS, Fmt, FormatField, resolve_format
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -31,8 +31,6 @@ from calculators.framework import (
     PosInt,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
     first,
     fmt_bytes,
     num,
@@ -76,6 +74,74 @@ class QuantizationRequest(CalcRequest):
     convert_bytes_per_s: PosFloatSweep | None = Field(
         None, description="Effective read+write throughput of a conversion pass (reference format → this format), bytes/s. Sweepable.",
         examples=[100e9])
+
+
+#: a number, or one per point when `values` or `convert_bytes_per_s` is swept (null where not finite)
+QuantNum = float | None | list[float | None]
+
+
+class QuantizationFormatOut(BaseModel):
+    """The same values sized in one of the `compare` formats."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: str = Field(description="Format name (or the spec's label, 'custom' for bare numbers).")
+    bits_per_value: float = Field(description="Payload bits per value, bit.")
+    effective_bits_per_value: QuantNum = Field(description="All bytes × 8 / values, scales and outliers included, bit.")
+    bytes_per_value: QuantNum = Field(description="effective bits / 8, B.")
+    payload_bytes: QuantNum = Field(description="values × bits / 8, B.")
+    scale_bytes: QuantNum = Field(description="Block scales (and zero points), B.")
+    outlier_bytes: QuantNum = Field(description="Sparse outlier side store, B.")
+    tensor_scale_bytes: QuantNum = Field(description="Per-tensor scale, B.")
+    total_bytes: QuantNum = Field(description="payload + scales + outliers + per-tensor scale, B.")
+    compression_vs_reference: QuantNum = Field(description="Reference bytes / these bytes (null when these are 0).")
+
+
+class QuantizationTensorOut(BaseModel):
+    """One tensor of a `tensors` request."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="The tensor's label.")
+    values: int = Field(description="Values (elements) of one copy.")
+    format: str = Field(description="Format it is stored in.")
+    count: int = Field(description="How many times it counts.")
+    effective_bits_per_value: float = Field(description="Bytes × 8 / values of one copy, bit.")
+    payload_bytes: float = Field(description="Payload of one copy, B.")
+    scale_bytes: float = Field(description="Block scales of one copy, B.")
+    bytes_each: float = Field(description="All bytes of one copy, B.")
+    bytes: float = Field(description="count × bytes_each, B.")
+
+
+class QuantizationOutputs(BaseModel):
+    """Outputs of quantization; lists where `values` or `convert_bytes_per_s` is swept. A `tensors` request sums its
+    tensors and leaves out the single-format keys (format, bits, outliers, per-tensor scale)."""
+
+    model_config = ConfigDict(extra="forbid")
+    values: int | float | list[int | float] = Field(description="Values sized (a tensor's elements, a model's "
+                                                    "parameters, or the sum of count × values over `tensors`); whole, "
+                                                    "written as a float past 2^53.")
+    format: str | None = Field(None, description="Format name (single-format requests).")
+    bits_per_value: float | None = Field(None, description="Payload bits per value of the format, bit.")
+    effective_bits_per_value: QuantNum = Field(description="All bytes × 8 / values, scales and outliers included, bit "
+                                               "(null for zero values in a tensors request).")
+    bytes_per_value: QuantNum = Field(None, description="effective bits / 8, B (single-format requests).")
+    payload_bytes: QuantNum = Field(description="values × bits / 8, B.")
+    scale_bytes: QuantNum = Field(description="Block scales (and zero points), B.")
+    outlier_bytes: QuantNum = Field(None, description="Sparse outlier side store, B (single-format requests).")
+    tensor_scale_bytes: QuantNum = Field(None, description="Per-tensor scale, B (single-format requests).")
+    total_bytes: QuantNum = Field(description="payload + scales + outliers + per-tensor scale, B.")
+    reference_format: str = Field(description="Format the compression is measured against.")
+    reference_bytes: QuantNum = Field(description="The same values in the reference format, B.")
+    compression_vs_reference: QuantNum = Field(description="reference bytes / total bytes (null when the total is 0).")
+    saved_bytes: QuantNum = Field(description="reference − total bytes, B (negative: the format is larger).")
+    formats: list[QuantizationFormatOut] = Field(description="One row per `compare` format (empty for tensors).")
+    tensors: list[QuantizationTensorOut] | None = Field(None, description="One row per tensor (tensors requests).")
+    measured_bytes: float | None = Field(None, description="The measured size given, B (with measured_bytes).")
+    measured_bits_per_value: QuantNum = Field(None, description="measured bytes × 8 / values, bit (with measured_bytes).")
+    measured_over_nominal: QuantNum = Field(None, description="measured / computed total bytes (with measured_bytes).")
+    convert_bytes_moved: QuantNum = Field(None, description="Bytes a conversion pass reads and writes, reference + "
+                                          "target, B (with convert_bytes_per_s).")
+    convert_s: QuantNum = Field(None, description="Time of that pass at the given throughput, s (with "
+                                "convert_bytes_per_s).")
 
 
 def _sizes(fmt: Fmt, values: np.ndarray, row_length: int | None) -> dict[str, np.ndarray]:
@@ -147,11 +213,11 @@ def compute(req: QuantizationRequest, lookup: Lookup) -> Result:
         src = "model" if req.model is not None else "model_config"
         key = "params_total" if req.params == "total" else "params_active"
         if req.hf_config is not None and key not in rec:
-            raise CalcInputError("model_config", f"attention '{rec.get('attention')}' has no parameter ledger here, so the "
+            raise CalcInputError("model_config", f"attention '{rec.attention}' has no parameter ledger here, so the "
                                  "config gives no parameter count: give `values` instead")
-        values = np.asarray(float(fact_value(rec, key, loc=src)))
-        res.cite(fact_source(rec, key))
-        res.step("values", f"n = {key} of {req.model if req.model is not None else rec.get('name', src)}",
+        values = np.asarray(float(rec.value(key, loc=src)))
+        res.cite(rec.source(key))
+        res.step("values", f"n = {key} of {req.model if req.model is not None else (rec.name or src)}",
                  num(float(values)), values, "values")
         res.assume("A model's parameter count is sized as if every tensor used the one format; real checkpoints keep "
                    "embeddings, norms or attention in higher precision — list them with `tensors` for that.")
@@ -301,6 +367,7 @@ def _common_assumptions(res: Result) -> None:
 CALCULATORS = [
     Calculator(
         name="quantization",
+        profile=Profile(1.4e-06, 1568, 493),
         family="quantization",
         title="Quantized storage size",
         summary="Bytes of a tensor, a model or a set of tensors in a number format — payload bits, block scales, "
@@ -312,6 +379,7 @@ CALCULATORS = [
                     "file size into bits per value; `convert_bytes_per_s` times a read-convert-write pass.",
         request_model=QuantizationRequest,
         compute=compute,
+        outputs_model=QuantizationOutputs,
         example={"values": 603_979_776, "format": "q4_0", "compare": ["bf16", "fp8", "q8_0", "fp4_block16", "nvfp4"]},
         cases=("kv-quantization-and-execution", "kernel-orchestration-and-quantization", "inference-training-scenarios",
                "training-offload-and-casting"),

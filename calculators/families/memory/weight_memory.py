@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculators.framework import (
     CalcRequest,
@@ -28,8 +28,6 @@ from calculators.framework import (
     PosIntSweep,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
     first,
     fmt_bytes,
     num,
@@ -38,7 +36,7 @@ from calculators.framework import (
 )
 from calculators.domain import COMPONENTS, MODEL_CONFIG_FIELD, exact, ledger
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.domain import FORMAT_HELP, FormatField, WeightFormats, bits_per_param, format_bytes, format_label, resolve_format, shipped_weight_formats
 from calculators.domain import ShapeArchitecture, resolve_arch
 from calculators.domain import explain_memory_rule, hardware_spec, note_scope, usable_memory_bytes
@@ -106,6 +104,99 @@ class WeightMemoryRequest(CalcRequest):
         return self
 
 
+# --------------------------------------------------------------------------- outputs
+
+#: a number, or one per point when `devices`, `params` or `memory_per_device_bytes` is swept (null where not finite)
+WeightNum = float | None | list[float | None]
+#: a parameter count: a whole number, written as a float past 2^53 (JSON integers stop at 64 bits)
+WeightCount = int | float
+
+
+class WeightMemoryComponentOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    params: WeightCount = Field(description="Parameters of the component (0 when excluded).")
+    bytes: float = Field(description="Its bytes in its format, group scales included, B.")
+    format: str = Field(description="Its storage format.")
+
+
+class WeightMemoryBreakdownOut(BaseModel):
+    """Parameters and bytes per component of the model."""
+
+    model_config = ConfigDict(extra="forbid")
+    attention: WeightMemoryComponentOut = Field(description="Attention projections (Q, K, V, O or MLA's), all layers.")
+    dense_ffn: WeightMemoryComponentOut = Field(description="Dense FFN matrices, all dense layers.")
+    routed_experts: WeightMemoryComponentOut = Field(description="Every routed expert of every MoE layer.")
+    shared_experts: WeightMemoryComponentOut = Field(description="Shared experts of the MoE layers.")
+    router: WeightMemoryComponentOut = Field(description="Router (gate) matrices.")
+    norms: WeightMemoryComponentOut = Field(description="RMSNorm weight vectors.")
+    embeddings: WeightMemoryComponentOut = Field(description="Input embedding table.")
+    lm_head: WeightMemoryComponentOut = Field(description="Output projection (0 when tied to the embeddings).")
+
+
+class WeightMemoryPerLayerOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    attention_params: WeightCount = Field(description="Attention parameters of one layer.")
+    dense_ffn_params: WeightCount = Field(description="Dense FFN parameters of one layer (0 without one).")
+    expert_params: WeightCount = Field(description="Parameters of one routed expert.")
+    norm_params: WeightCount = Field(description="Norm parameters of one layer.")
+    forward_flops_per_token: float = Field(description="Forward matrix FLOPs per token of an average layer, "
+                                           "2 × active matrix params / layers, FLOP.")
+
+
+class WeightMemoryFormatOut(BaseModel):
+    """Every component stored in one of `compare_formats`."""
+
+    model_config = ConfigDict(extra="forbid")
+    format: str = Field(description="Format name.")
+    bits_per_param: float = Field(description="Average bits per parameter, group scales included, bit.")
+    bytes_total: WeightNum = Field(description="All weights in that format, B.")
+    per_device_bytes: WeightNum = Field(description="bytes_total / devices, B (an even split).")
+
+
+class WeightMemoryTensorOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="The tensor's label.")
+    shape: list[int] = Field(description="Its dimensions.")
+    count: int = Field(description="Identical tensors of this shape.")
+    format: str = Field(description="Its storage format.")
+    params_each: WeightCount = Field(description="Values of one tensor, the product of the shape.")
+    bytes_each: float = Field(description="Bytes of one tensor, B.")
+    params: WeightCount = Field(description="count × params_each.")
+    bytes: float = Field(description="count × bytes_each, B.")
+
+
+class WeightMemoryOutputs(BaseModel):
+    """Outputs of weight-memory; lists where `devices`, `params` or `memory_per_device_bytes` is swept. The breakdown
+    needs shapes (model or architecture); the fit needs a memory capacity (hardware or memory_per_device_bytes)."""
+
+    model_config = ConfigDict(extra="forbid")
+    params_total: WeightNum = Field(description="Parameters stored.")
+    bytes_total: WeightNum = Field(description="Bytes of all weights, group scales included, B.")
+    bits_per_param: WeightNum = Field(description="bytes × 8 / parameters, bit.")
+    devices: int | list[int] = Field(description="Devices sharing one replica.")
+    per_device_bytes: WeightNum = Field(description="Weights on one device: sharded parts / devices + replicated "
+                                        "norms and router, B.")
+    breakdown: WeightMemoryBreakdownOut | None = Field(None, description="Per component (model or architecture).")
+    core_matrix_params: WeightCount | None = Field(None, description="Matrix parameters of attention, FFN, experts and "
+                                           "router (model or architecture).")
+    core_matrix_bytes: float | None = Field(None, description="Bytes of those matrices, B (model or architecture).")
+    params_active: WeightCount | None = Field(None, description="Parameters one token uses: active experts, shared "
+                                      "experts, attention, norms, embeddings, head (model or architecture).")
+    per_layer: WeightMemoryPerLayerOut | None = Field(None, description="Per-layer counts (model or architecture).")
+    tensors: list[WeightMemoryTensorOut] | None = Field(None, description="One row per tensor (tensors requests).")
+    group_params: WeightCount | None = Field(None, description="Values of one group of tensors (tensors requests).")
+    group_bytes: float | None = Field(None, description="Bytes of one group of tensors, B (tensors requests).")
+    copies: int | None = Field(None, description="Copies of the group (tensors requests).")
+    memory_per_device_bytes: WeightNum = Field(None, description="Memory capacity of one device, B (with a capacity).")
+    usable_per_device_bytes: WeightNum = Field(None, description="capacity × utilization − reserve, B.")
+    remaining_per_device_bytes: WeightNum = Field(None, description="usable − weights per device, B (negative: does "
+                                                  "not fit).")
+    fits: bool | list[bool] | None = Field(None, description="The weights fit the usable memory of each device.")
+    min_devices: WeightCount | None | list[WeightCount | None] = Field(None, description="Fewest devices that hold the weights "
+                                                       "(null when the replicated part alone does not fit).")
+    by_format: list[WeightMemoryFormatOut] | None = Field(None, description="One row per `compare_formats` entry.")
+
+
 def device_memory(req, lookup: Lookup, res: Result, loc: str = "hardware"):
     """Per-device memory capacity from `hardware` (a node or rack is read per device; cited), else None."""
     if getattr(req, "hardware", None):
@@ -158,10 +249,10 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
     arch, rec = (None, None)
     if req.model or req.architecture or getattr(req, "model_config", None):
         arch, rec = resolve_arch(req, lookup, res, req.qk_norm)
-    shipped = shipped_weight_formats((rec or {}).get("weight_dtype")) if req.format is None else None
+    shipped = shipped_weight_formats((rec.weight_dtype if rec is not None else None)) if req.format is None else None
     fmt_main = req.format if req.format is not None else (shipped.main if shipped else "bf16")
     if req.format is None and shipped is not None:
-        res.assume(f"Weight format: {rec.get('id')} is published as {shipped.label} ({shipped.note}); pass `format` to change it.")
+        res.assume(f"Weight format: {rec.id} is published as {shipped.label} ({shipped.note}); pass `format` to change it.")
     elif req.format is None:
         res.assume("Weight format: bf16 (no published format known); pass `format` to change it.")
     res.assume(f"Storage format {format_label(fmt_main)}: {num(bits_per_param(fmt_main))} bits per parameter on average "
@@ -197,9 +288,9 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
             params_arr = x["params"]
             res.step("parameters", "N (explicit)", num(first(params_arr)), params_arr, "params")
         else:
-            params_arr = np.asarray(float(fact_value(rec, "params_total", loc="model")))
-            res.cite(fact_source(rec, "params_total"))
-            res.assume(f"{rec.get('id')} has attention '{rec.get('attention')}', whose projections this calculator does not "
+            params_arr = np.asarray(float(rec.value("params_total", loc="model")))
+            res.cite(rec.source("params_total"))
+            res.assume(f"{rec.id} has attention '{rec.attention}', whose projections this calculator does not "
                        "itemise; its stored total parameter count is used instead.")
             res.step("parameters", "N = params_total (store)", num(first(params_arr)), params_arr, "params")
         bytes_arr = format_bytes(params_arr, fmt_main)
@@ -344,6 +435,9 @@ def _headline(req: WeightMemoryRequest, o: dict, rec: dict | None, fmt_main: str
 CALCULATORS = [
     Calculator(
         name="weight-memory",
+        profile=Profile(1.9e-07, 125, 46),
+        compare=("format", ("bf16", "fp8", "int4")),
+        series=list_series("compare_formats", "formats"),
         family="weight_memory",
         title="Weight memory and fit",
         summary="Parameters and bytes of a model from its shapes (GQA/MLA attention, SwiGLU FFN, MoE experts, "
@@ -355,6 +449,7 @@ CALCULATORS = [
                     "replicated norms and router; with expert_parallel, whole experts per device. Weights only.",
         request_model=WeightMemoryRequest,
         compute=compute,
+        outputs_model=WeightMemoryOutputs,
         example={"model": "qwen3-235b-a22b", "format": "bf16", "component_formats": {"routed_experts": "mxfp4"},
                  "devices": 8, "memory_per_device_bytes": 80e9, "compare_formats": ["fp8", "int4"]},
         cases=("model-resource-accounting", "model-parallelism", "weight-handoff", "model-operator-examples"),

@@ -6,13 +6,13 @@ bandwidth, multi-NIC striping and an optional serial sequence of further collect
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.framework import (
     request_inputs,
     CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
@@ -52,6 +52,57 @@ class CollectiveRequest(CalcRequest):
     chunks: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Pipeline chunks for ring (chain) broadcast / reduce.")
     count: Annotated[int, Field(ge=1, le=1_000_000)] = Field(1, description="Identical collectives run one after another (e.g. 2 per layer).")
     then: list[FollowUp] = Field(default_factory=list, max_length=50, description="Further collectives run serially after these, same link.")
+
+
+#: a number, or one per point when an input is swept (null where not finite, e.g. a time without a bandwidth)
+CollectiveNum = float | None | list[float | None]
+#: which term of the α–β time is larger at each point
+CollectiveTerm = Literal["latency", "bandwidth"]
+
+
+class CollectiveFollowUpOut(BaseModel):
+    """One `then` entry: a further collective run serially after the main ones."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="Its label (default: operation ×count).")
+    operation: str = Field(description="Collective operation.")
+    algorithm: str = Field(description="ring, tree or direct.")
+    ranks: int = Field(description="Participants (2 for point_to_point).")
+    count: int = Field(description="Identical collectives of this kind in a row.")
+    rounds: float = Field(description="Dependent rounds of one, a whole count.")
+    sent_bytes_per_rank: float = Field(description="Bytes the busiest rank sends in one, B.")
+    time_s: CollectiveNum = Field(description="Time of one, s (null without a bandwidth).")
+    total_time_s: CollectiveNum = Field(description="count × time_s, s.")
+    sent_bytes_per_rank_total: float = Field(description="count × sent bytes per rank, B.")
+
+
+class CollectiveOutputs(BaseModel):
+    """Outputs of collective (α–β model) for one main collective; lists where an input is swept. Times are null
+    without a bandwidth (byte counts and rounds only)."""
+
+    model_config = ConfigDict(extra="forbid")
+    time_s: CollectiveNum = Field(description="One collective, rounds × α + wire bytes / effective bandwidth, s.")
+    latency_part_s: CollectiveNum = Field(description="rounds × α, s.")
+    bandwidth_part_s: CollectiveNum = Field(description="Bytes the busiest rank serialises / effective bandwidth, s.")
+    rounds: CollectiveNum = Field(description="Dependent rounds on the critical path, a whole count.")
+    sent_bytes_per_rank: CollectiveNum = Field(description="Bytes the busiest rank sends, B.")
+    received_bytes_per_rank: CollectiveNum = Field(description="Bytes the busiest rank receives, B.")
+    total_sent_bytes: CollectiveNum = Field(description="Bytes sent by all ranks together, B.")
+    chunk_bytes: CollectiveNum = Field(description="Bytes of one message of the algorithm, B.")
+    effective_bandwidth_bytes_per_s: CollectiveNum = Field(description="nics × B / (1 + nic_imbalance), B/s (null "
+                                                           "without a bandwidth).")
+    algorithm_bandwidth_bytes_per_s: CollectiveNum = Field(description="M / time, B/s.")
+    bus_bandwidth_bytes_per_s: CollectiveNum = Field(description="Algorithm bandwidth × the operation's bus factor "
+                                                     "(nccl-tests busbw), B/s.")
+    dominant: CollectiveTerm | list[CollectiveTerm] | None = Field(description="'latency' or 'bandwidth', the larger "
+                                                                   "part (null without a bandwidth).")
+    count: int = Field(description="Main collectives run one after another.")
+    main_time_s: CollectiveNum = Field(description="count × time_s, s.")
+    main_sent_bytes_per_rank: CollectiveNum = Field(description="count × sent bytes per rank, B.")
+    then: list[CollectiveFollowUpOut] = Field(description="The follow-up collectives, in order (empty without `then`).")
+    total_time_s: CollectiveNum = Field(description="Main collectives + follow-ups, run serially, s.")
+    total_sent_bytes_per_rank: CollectiveNum = Field(description="Bytes the busiest rank sends over the whole "
+                                                     "sequence, B.")
 
 
 def _dominant(lat, bwp):
@@ -176,6 +227,8 @@ def _collective_headline(req: CollectiveRequest, o: dict, timed: bool) -> str:
 CALCULATORS = [
     Calculator(
         name="collective",
+        profile=Profile(6.7e-07, 755, 240),
+        series=list_series("then", "collectives"),
         family="collective",
         families=("network",),
         title="Collective communication cost (α–β)",
@@ -188,6 +241,7 @@ CALCULATORS = [
                     "Limits: no congestion, reduction arithmetic, protocol overhead or algorithm selection by the library.",
         request_model=CollectiveRequest,
         compute=compute_collective,
+        outputs_model=CollectiveOutputs,
         example={"operation": "all_reduce", "algorithm": "ring", "ranks": 8, "message_bytes": [8192, 8388608],
                  "alpha_s": 2e-6, "bandwidth_bytes_per_s": 50e9},
         cases=("collective-paths-and-diagnosis", "network-planning-and-collectives", "pcie-staging-and-numa",

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 
 import numpy as np
-from pydantic import Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
@@ -24,6 +26,36 @@ class InflightRequest(CalcRequest):
     link_bytes_per_s: PosFloatSweep | None = Field(None, description="Line rate of the link, bytes/s. Sweepable.", examples=[40e9])
     service_s: PosFloatSweep | None = Field(None, description="Initiation interval τ of a strictly serial point every request passes, seconds. Sweepable.")
     transfer_bytes: NonNegFloatSweep | None = Field(None, description="Bytes to move at the resulting bound (gives a time). Sweepable.")
+
+
+#: a number, or one per point when an input is swept (null where not finite)
+InflightNum = float | None | list[float | None]
+#: which bound is the smallest at each point
+InflightLimiter = Literal["link", "window", "serial"]
+
+
+class InflightWindowOutputs(BaseModel):
+    """Outputs of inflight-window (Little's law); lists where an input is swept. The requirement needs
+    target_bytes_per_s; the bound needs a window, a line rate or a serial service time."""
+
+    model_config = ConfigDict(extra="forbid")
+    required_inflight_exact: InflightNum = Field(None, description="target × completion time / request bytes, "
+                                                 "requests (fractional).")
+    required_inflight: int | float | None | list[int | float | None] = Field(
+        None, description="Requests that must be in flight, the exact figure rounded up (a whole count; a float past "
+                          "2^62).")
+    bytes_in_flight: InflightNum = Field(None, description="target × completion time, B.")
+    window_bound_bytes_per_s: InflightNum = Field(None, description="window × request bytes / completion time, B/s "
+                                                  "(with window).")
+    serial_bound_bytes_per_s: InflightNum = Field(None, description="request bytes / service time, B/s (with "
+                                                  "service_s).")
+    bound_bytes_per_s: InflightNum = Field(None, description="Achievable bandwidth, the smallest of the line rate, "
+                                           "window and serial bounds, B/s.")
+    requests_per_s: InflightNum = Field(None, description="bound / request bytes, requests/s.")
+    limiter: InflightLimiter | list[InflightLimiter] | None = Field(None, description="Which bound is the smallest.")
+    meets_target: bool | list[bool] | None = Field(None, description="The bound reaches target_bytes_per_s (with a "
+                                                   "target).")
+    transfer_time_s: InflightNum = Field(None, description="transfer_bytes / bound, s (with transfer_bytes).")
 
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
@@ -115,6 +147,7 @@ CALCULATORS = [
 
     Calculator(
         name="inflight-window",
+        profile=Profile(6.5e-07, 699, 110),
         family="network",
         families=("queueing", "roofline"),
         title="In-flight requests and window bound (Little's law)",
@@ -124,6 +157,7 @@ CALCULATORS = [
                     "Steady state only; extra concurrency can raise T through queueing.",
         request_model=InflightRequest,
         compute=compute_inflight,
+        outputs_model=InflightWindowOutputs,
         example={"request_bytes": 256, "completion_s": 2e-6, "target_bytes_per_s": 40e9, "window": 128, "link_bytes_per_s": 40e9},
         cases=("collective-paths-and-diagnosis", "remote-ordering-and-completion", "memory-bandwidth-and-concurrency"),
         sweepable=("request_bytes", "completion_s", "target_bytes_per_s", "window", "link_bytes_per_s", "service_s", "transfer_bytes"),

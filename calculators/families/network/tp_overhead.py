@@ -8,19 +8,19 @@ while a prefill of thousands of tokens is bound by bandwidth (cases `collective-
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
-    Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
 )
 from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.perf import FORMULAS, Algorithm, collective_cost, resolve_link
 
 
@@ -43,6 +43,32 @@ class TpOverheadRequest(CalcRequest):
                                                              "(not a bidirectional aggregate). Sweepable.", examples=[50e9])
 
 
+#: a number, or one per point when an input is swept (null where not finite: every time without a bandwidth)
+TpNum = float | None | list[float | None]
+#: which part of an all-reduce is larger at each point
+TpTerm = Literal["latency", "bandwidth"]
+
+
+class TpOverheadOutputs(BaseModel):
+    """Outputs of tp-overhead; lists where an input is swept. Times are null without a bandwidth or link."""
+
+    model_config = ConfigDict(extra="forbid")
+    bytes_per_allreduce: TpNum = Field(description="Activation reduced by each all-reduce, tokens × hidden × bytes, B.")
+    sent_bytes_per_rank: TpNum = Field(description="Bytes each rank sends in one all-reduce, B.")
+    allreduces: int = Field(description="All-reduces in the forward pass, layers × all-reduces per layer.")
+    per_allreduce_s: TpNum = Field(description="One all-reduce, rounds × α + wire bytes / bandwidth, s.")
+    latency_part_s: TpNum = Field(description="Start-up part of one all-reduce, rounds × α, s.")
+    bandwidth_part_s: TpNum = Field(description="Data-movement part of one all-reduce, s.")
+    per_layer_s: TpNum = Field(description="All-reduce time per layer, s.")
+    total_s: TpNum = Field(description="All-reduce time of the whole forward pass, s.")
+    total_latency_part_s: TpNum = Field(description="Start-up part over the pass, s.")
+    total_bandwidth_part_s: TpNum = Field(description="Data-movement part over the pass, s.")
+    saved_if_alpha_halves_s: TpNum = Field(description="Time saved per pass if α were halved, s.")
+    saved_if_bandwidth_doubles_s: TpNum = Field(description="Time saved per pass if the bandwidth doubled, s.")
+    dominant: TpTerm | list[TpTerm] | None = Field(description="'latency' or 'bandwidth', the larger part of an "
+                                                   "all-reduce (null without a bandwidth).")
+
+
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req), outputs={})
@@ -51,11 +77,11 @@ def compute(req: TpOverheadRequest, lookup: Lookup) -> Result:
     if rec is not None:
         src = "model" if req.model is not None else "model_config"
         if hidden is None:
-            hidden = fact_value(rec, "hidden_size", loc=src)
-            res.cite(fact_source(rec, "hidden_size"))
+            hidden = rec.value("hidden_size", loc=src)
+            res.cite(rec.source("hidden_size"))
         if layers is None:
-            layers = fact_value(rec, "layers", loc=src)
-            res.cite(fact_source(rec, "layers"))
+            layers = rec.value("layers", loc=src)
+            res.cite(rec.source("layers"))
     if hidden is None:
         raise CalcInputError("hidden_size", "give hidden_size, a model id or a model_config")
     if layers is None:
@@ -137,6 +163,7 @@ def _headline(req: TpOverheadRequest, o: dict, rec: dict | None, timed: bool) ->
 CALCULATORS = [
     Calculator(
         name="tp-overhead",
+        profile=Profile(7.2e-07, 727, 187),
         family="collective",
         families=("parallel_split",),
         title="Tensor-parallel all-reduce overhead per layer and per pass",
@@ -147,6 +174,7 @@ CALCULATORS = [
                     "(M of a few KiB) is latency-bound; long prefill is bandwidth-bound.",
         request_model=TpOverheadRequest,
         compute=compute,
+        outputs_model=TpOverheadOutputs,
         example={"hidden_size": 4096, "layers": 36, "tokens": [1, 16, 8192], "tp": 8, "allreduces_per_layer": 2,
                  "link_alpha_s": 2e-6, "link_bandwidth_bytes_per_s": 50e9},
         cases=("collective-paths-and-diagnosis", "model-parallelism", "communication-tuning"),

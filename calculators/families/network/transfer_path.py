@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.domain import link_spec
 from calculators.framework import (
     request_inputs,
@@ -77,6 +77,71 @@ class TransferPathRequest(CalcRequest):
     plans: list[Plan] = Field(min_length=1, max_length=50, description="Alternatives to compare, each a set of parallel paths.")
     rate_per_s: NonNegFloatSweep | None = Field(None, description="Requested transfers per second (sustained demand). Sweepable.")
     deadline_s: NonNegFloat | None = Field(None, description="Time budget for one plan's total time, seconds.")
+
+
+#: a number, or one per point when `payload_bytes` or `rate_per_s` is swept (null where not finite: no rate limit,
+#: or a zero rate with bytes to move)
+TransferNum = float | None | list[float | None]
+
+
+class TransferPlanPathOut(BaseModel):
+    """One path of a plan (each of its `count` identical copies)."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="The path's label.")
+    count: int = Field(description="Identical parallel copies of the path.")
+    bytes_per_s: float | None = Field(description="Rate of one copy: its slowest hop, scaled down by the plan's caps, "
+                                      "B/s (null: no limit).")
+    share_bytes: TransferNum = Field(description="Bytes one copy carries (its share by rate, with imbalance), B.")
+    latency_s: float = Field(description="Sum of its hop latencies, s.")
+    time_s: TransferNum = Field(description="Time of one copy for its share, s.")
+    slowest_hop: str = Field(description="The hop with the lowest rate.")
+
+
+class TransferPlanLoadOut(BaseModel):
+    """A concurrent resource that carries its own bytes during each round."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="The load's label.")
+    bytes: float = Field(description="Bytes it carries per round, B.")
+    bytes_per_s: float | None = Field(description="Its rate, B/s (null: no limit).")
+    time_s: float | None = Field(description="latency + bytes / rate, s (null: a zero rate).")
+
+
+class TransferPlanOut(BaseModel):
+    """One plan: the payload over its parallel paths, capped, with its loads, copies and rounds."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="The plan's label (default: plan N).")
+    payload_bytes: TransferNum = Field(description="Payload of one copy, B.")
+    bytes_moved: TransferNum = Field(description="payload × copies, B.")
+    copies: int = Field(description="Copies of the payload sent.")
+    rounds: int = Field(description="Serially dependent repetitions of the whole transfer.")
+    uncapped_bytes_per_s: float | None = Field(description="Σ count × path rate before caps, B/s (null: no limit).")
+    aggregate_bytes_per_s: float | None = Field(description="min(uncapped, caps) / (1 + imbalance), B/s (null: no "
+                                                "limit).")
+    latency_s: float = Field(description="Largest path latency, s.")
+    time_s: TransferNum = Field(description="One round: the slowest path, or a slower load, s.")
+    total_time_s: TransferNum = Field(description="rounds × one round, s.")
+    bottleneck: str = Field(description="What sets the time at the first point: a hop, a cap, a load, a latency, or "
+                            "'all paths (bytes split by rate)'.")
+    max_rate_per_s: TransferNum = Field(description="Payloads per second the aggregate rate carries, 1/s (null for an "
+                                        "empty payload).")
+    paths: list[TransferPlanPathOut] = Field(description="Its paths, in order.")
+    loads: list[TransferPlanLoadOut] = Field(description="Its concurrent loads, in order (empty without loads).")
+    required_bytes_per_s: TransferNum = Field(None, description="rate_per_s × bytes moved, B/s (with rate_per_s).")
+    utilisation: TransferNum = Field(None, description="required / aggregate rate, a fraction (with rate_per_s).")
+    sustainable: bool | list[bool] | None = Field(None, description="utilisation ≤ 1 (with rate_per_s).")
+    meets_deadline: bool | list[bool] | None = Field(None, description="total time ≤ deadline_s (with deadline_s).")
+
+
+class TransferPathOutputs(BaseModel):
+    """Outputs of transfer-path; lists where `payload_bytes` or `rate_per_s` is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    plans: list[TransferPlanOut] = Field(description="One entry per plan, in request order.")
+    fastest: str | None = Field(description="Label of the plan with the shortest total time at the first point.")
+    time_s: TransferNum = Field(description="Total time of the first plan, s.")
 
 
 def _rate(lookup: Lookup, res: Result, r: Rate, loc) -> tuple[float, float | None]:
@@ -255,6 +320,8 @@ CALCULATORS = [
 
     Calculator(
         name="transfer-path",
+        profile=Profile(2.8e-07, 195, 98),
+        series=list_series("plans", "plans"),
         family="network",
         title="Transfer over paths, relays and shared resources",
         summary="Time to move a payload over parallel paths of hops (multi-NIC striping, relays, GPU→host→NIC staging), "
@@ -265,6 +332,7 @@ CALCULATORS = [
                     "compared on the same payload; `max_rate_per_s` is how many payloads per second the plan can carry.",
         request_model=TransferPathRequest,
         compute=compute_transfer_path,
+        outputs_model=TransferPathOutputs,
         example={"payload_bytes": 1207959552, "plans": [
             {"label": "one NIC", "paths": [{"hops": [{"label": "NIC", "bytes_per_s": 40e9}]}]},
             {"label": "three NICs behind shared PCIe", "paths": [{"count": 3, "hops": [{"label": "NIC", "bytes_per_s": 40e9}]}],

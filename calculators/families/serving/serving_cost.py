@@ -15,7 +15,7 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculators.framework import (
     CalcInputError,
@@ -28,8 +28,6 @@ from calculators.framework import (
     PosIntSweep,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
     first,
     fmt_bytes,
     fmt_s,
@@ -38,7 +36,7 @@ from calculators.framework import (
     request_inputs,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
 from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
 from calculators.domain import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
@@ -85,6 +83,115 @@ class ServingCostRequest(CalcRequest):
         if not self.hardware and self.price_per_device_hour_usd is None:
             raise ValueError("give price_per_device_hour_usd (or hardware, whose lowest stored on-demand price is the default)")
         return self
+
+
+# --------------------------------------------------------------------------- outputs
+
+#: a number, or one per point when `batch` or `context_tokens` is swept (null where not finite)
+ServingNum = float | None | list[float | None]
+#: a whole count of devices or replicas per point (a float past 2^53; null where no finite count suffices)
+ServingCount = int | float | None | list[int | float | None]
+
+
+class ServingCostMeasuredKernelsOut(BaseModel):
+    """Which measured kernel tables the estimate reads."""
+
+    model_config = ConfigDict(extra="forbid")
+    system: str = Field(description="Measured system id.")
+    framework: str = Field(description="Framework the kernels were measured in.")
+    version: str = Field(description="Its version.")
+    tables: dict[str, str] = Field(description="Framework and version of each table read, by table name.")
+
+
+class ServingCostBandwidthOut(BaseModel):
+    """The bandwidth method: memory-bound decode of `batch` sequences per replica."""
+
+    model_config = ConfigDict(extra="forbid")
+    batch: int | list[int] = Field(description="Sequences decoded together per replica (given, or the largest power "
+                                   "of two that fits and meets tpot_target_s).")
+    weight_bytes: float = Field(description="Weights of one replica, B.")
+    kv_bytes_per_token: float = Field(description="KV per token of one sequence, B/token.")
+    kv_bytes_per_sequence: ServingNum = Field(description="KV of one sequence at context_tokens, B.")
+    memory_per_replica_bytes: ServingNum = Field(description="weights + batch × KV, B.")
+    devices_per_replica: ServingCount = Field(description="⌈memory / usable memory per device⌉, devices.")
+    step_time_s: ServingNum = Field(description="Decode step, memory / (devices × bandwidth × efficiency), s.")
+    tokens_per_s_per_replica: ServingNum = Field(description="batch / step time, tokens/s.")
+    replicas: ServingCount = Field(description="⌈target / tokens per replica⌉, replicas.")
+    total_devices: ServingCount = Field(description="devices per replica × replicas, devices.")
+    cost_per_hour_usd: ServingNum = Field(description="total devices × price, USD/h.")
+    cost_per_mtok_usd: ServingNum = Field(description="Cost per million output tokens at the replicas' full "
+                                          "capacity, USD.")
+    cost_per_mtok_at_target_usd: ServingNum = Field(description="Cost per million tokens at the target rate, USD.")
+    capacity_utilization: ServingNum = Field(description="target / (replicas × tokens per replica), a fraction.")
+    measured_time_s: ServingNum = Field(None, description="Decode step from measured kernels, s (measured estimate).")
+    measured_parts_s: dict[str, ServingNum] | None = Field(None, description="Measured time per op, s (measured "
+                                                           "estimate).")
+    measured_to_bound_ratio: ServingNum = Field(None, description="measured / bandwidth-bound step time.")
+    measured_extrapolated_fraction: ServingNum = Field(None, description="Share of kernel lookups outside the "
+                                                       "measured range.")
+    measured_kernels: ServingCostMeasuredKernelsOut | None = Field(None, description="The kernel tables read.")
+    measured_tokens_per_s_per_replica: ServingNum = Field(None, description="batch / measured step, tokens/s.")
+    measured_cost_per_mtok_usd: ServingNum = Field(None, description="Cost per million tokens at the measured "
+                                                   "rate, USD.")
+
+
+class ServingCostPageOut(BaseModel):
+    """The compendium page's serving_cost_analysis heuristic, as it computes it."""
+
+    model_config = ConfigDict(extra="forbid")
+    model_size_gb: float = Field(description="params × bits / 8, GB (decimal, 10⁹ B).")
+    devices_per_replica: int = Field(description="max(1, int(1.2 × size / memory GB + 0.99)), devices.")
+    tokens_per_s_per_device: float = Field(description="500 / (params in billions × bits / 16), tokens/s.")
+    tokens_per_s_per_replica: float = Field(description="Per device × devices per replica, tokens/s.")
+    replicas: int = Field(description="max(1, int(target / per replica + 0.99)), replicas.")
+    total_devices: int = Field(description="devices per replica × replicas, devices.")
+    cost_per_hour_usd: float = Field(description="total devices × price, USD/h.")
+    cost_per_mtok_usd: float = Field(description="Cost per million tokens, USD.")
+
+
+class ServingCostMethodsOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    bandwidth: ServingCostBandwidthOut | None = Field(None, description="The bandwidth method (with a bandwidth or "
+                                                      "hardware).")
+    page: ServingCostPageOut | None = Field(description="The page's heuristic (null when its arithmetic fails for "
+                                            "these inputs).")
+
+
+class ServingCostOutputs(BaseModel):
+    """Outputs of serving-cost: the chosen `method`'s figures at the top level, both methods under `methods`; lists
+    where `batch` or `context_tokens` is swept."""
+
+    model_config = ConfigDict(extra="forbid")
+    method: Literal["bandwidth", "page"] = Field(description="The method whose figures fill the top level.")
+    methods: ServingCostMethodsOut = Field(description="Each method's figures.")
+    devices_per_replica: ServingCount = Field(description="Devices per replica.")
+    tokens_per_s_per_replica: ServingNum = Field(description="Decode throughput of one replica, tokens/s.")
+    replicas: ServingCount = Field(description="Replicas for target_tokens_per_s.")
+    total_devices: ServingCount = Field(description="devices per replica × replicas, devices.")
+    cost_per_hour_usd: ServingNum = Field(description="Price of all devices, USD/h.")
+    cost_per_mtok_usd: ServingNum = Field(description="Cost per million output tokens at full capacity, USD.")
+    batch: int | list[int] | None = Field(None, description="Sequences per replica (bandwidth).")
+    weight_bytes: float | None = Field(None, description="Weights of one replica, B (bandwidth).")
+    kv_bytes_per_token: float | None = Field(None, description="KV per token of one sequence, B/token (bandwidth).")
+    kv_bytes_per_sequence: ServingNum = Field(None, description="KV of one sequence, B (bandwidth).")
+    memory_per_replica_bytes: ServingNum = Field(None, description="weights + batch × KV, B (bandwidth).")
+    step_time_s: ServingNum = Field(None, description="Bandwidth-bound decode step, s (bandwidth).")
+    cost_per_mtok_at_target_usd: ServingNum = Field(None, description="Cost per million tokens at the target rate, "
+                                                    "USD (bandwidth).")
+    capacity_utilization: ServingNum = Field(None, description="Share of the replicas' capacity the target uses "
+                                             "(bandwidth).")
+    measured_time_s: ServingNum = Field(None, description="Decode step from measured kernels, s (bandwidth, measured "
+                                        "estimate).")
+    measured_parts_s: dict[str, ServingNum] | None = Field(None, description="Measured time per op, s.")
+    measured_to_bound_ratio: ServingNum = Field(None, description="measured / bandwidth-bound step time.")
+    measured_extrapolated_fraction: ServingNum = Field(None, description="Share of kernel lookups outside the "
+                                                       "measured range.")
+    measured_kernels: ServingCostMeasuredKernelsOut | None = Field(None, description="The kernel tables read.")
+    measured_tokens_per_s_per_replica: ServingNum = Field(None, description="batch / measured step, tokens/s.")
+    measured_cost_per_mtok_usd: ServingNum = Field(None, description="Cost per million tokens at the measured rate, "
+                                                   "USD.")
+    model_size_gb: float | None = Field(None, description="Model size, GB (decimal; page).")
+    tokens_per_s_per_device: float | None = Field(None, description="The page's tokens/s per device (page).")
 
 
 def page_method(params: float, bits: float, mem_gb: float, price: float, target: float) -> dict:
@@ -135,7 +242,7 @@ def _largest_batch(W: float, kv_seq: np.ndarray, usable: float, bw: float, targe
 def _measured(req, lookup: Lookup, res: Result, rec: dict, b, ctx, dev, bound_step, reps, total, price: float) -> dict:
     """The decode step from measured kernels at the same batch, context and devices (as TP), and what it costs."""
     arch = arch_from_record(rec, None, "model")
-    shipped = shipped_weight_formats(rec.get("weight_dtype"))
+    shipped = shipped_weight_formats(rec.weight_dtype)
     est = step_estimate(req, lookup, res, arch=arch, hardware_id=req.hardware, phase="decode", batch=b,
                         tokens=1, context_tokens=ctx, tp=np.asarray(dev, dtype=np.int64),
                         weight_format=shipped.main.name if shipped is not None else "bf16",
@@ -157,8 +264,8 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     rec = None
     if req.model or req.hf_config is not None:
         rec = model_record(req, lookup, res)
-        params = float(fact_value(rec, "params_total", loc="model"))
-        res.cite(fact_source(rec, "params_total"))
+        params = float(rec.value("params_total", loc="model"))
+        res.cite(rec.source("params_total"))
     else:
         params = float(req.params)
     mem, bw = req.memory_per_device_bytes, req.memory_bandwidth_bytes_per_s
@@ -181,7 +288,7 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     bpp = req.bytes_per_param
     if bpp is not None:
         W = params * bpp
-    elif rec is not None and shipped_weight_formats(rec.get("weight_dtype")) is not None:
+    elif rec is not None and shipped_weight_formats(rec.weight_dtype) is not None:
         W = model_weight_bytes(rec, None, res, "bytes_per_param")
         bpp = W / params
     else:
@@ -195,12 +302,12 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         if req.kv_bytes_per_token is not None:
             kv_tok = req.kv_bytes_per_token
             kv_seq = kv_tok * ctx
-        elif rec is not None and rec.get("layer_groups"):
+        elif rec is not None and rec.layer_groups:
             gspec = groups_from_model(rec, res, "model")
             kf = resolve_format(req.kv_format, "kv_format")
             kv_seq = kv_sizes(gspec, kf, FORMATS["fp32"], np.asarray(ctx, dtype=np.int64)).bytes_per_request
             kv_tok = float(kv_sizes(gspec, kf, FORMATS["fp32"], np.asarray(1, dtype=np.int64)).bytes_per_request)
-            res.assume(f"KV per sequence from {rec.get('id')}'s layer groups in {format_label(req.kv_format)}.")
+            res.assume(f"KV per sequence from {rec.id}'s layer groups in {format_label(req.kv_format)}.")
         else:
             kv_tok, kv_seq = 0.0, 0.0 * ctx
             res.assume("No KV size known: KV cache is taken as zero (give kv_bytes_per_token).")
@@ -297,6 +404,8 @@ def _headline(req: ServingCostRequest, o: dict, rec: dict | None) -> str:
 CALCULATORS = [
     Calculator(
         name="serving-cost",
+        profile=Profile(1.2e-06, 646, 339),
+        mcp_tool=True,
         family="serving_cost",
         title="Serving cost per million tokens",
         summary="Devices per replica (weights + KV at a batch and context must fit), bandwidth-bound decode tokens/s, "
@@ -307,6 +416,7 @@ CALCULATORS = [
                     "Decode only; prefill, compute limits, communication and idle time are not counted.",
         request_model=ServingCostRequest,
         compute=compute,
+        outputs_model=ServingCostOutputs,
         example={"params": 70e9, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
                  "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000,
                  "batch": [1, 16, 64], "context_tokens": 4096},

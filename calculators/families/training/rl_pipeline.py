@@ -5,10 +5,10 @@ break-even of extra rollout instances.
 """
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
@@ -16,7 +16,7 @@ from calculators.framework import (
     PosFloatSweep, PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.families.training._rl import join as _join, rl_out as _out
 
 class WeightSync(CalcRequest):
@@ -95,6 +95,100 @@ class RlPipelineRequest(CalcRequest):
     phase_memory: PhaseMemory | None = None
     idle_wait: IdleWait | None = None
     extra_rollout: ExtraRollout | None = None
+
+
+#: a number, or one per point when `generator_samples_per_s` is swept (null where not finite)
+RlPipelineNum = float | None | list[float | None]
+#: the stage that bounds accepted samples/s ('reject_fraction' when everything is rejected)
+RlPipelineStage = Literal["generator", "verifier", "learner", "reject_fraction"]
+
+
+class RlPipelineSupplyOut(BaseModel):
+    """Supply and demand of the generator → verifier → learner loop, samples/s."""
+
+    model_config = ConfigDict(extra="forbid")
+    accepted_samples_per_s: RlPipelineNum = Field(description="min(learner, admitted): a stable upper bound, "
+                                                  "samples/s.")
+    verified_samples_per_s: RlPipelineNum = Field(description="min(generator, verifier), samples/s.")
+    admitted_samples_per_s: RlPipelineNum = Field(description="verified × (1 − reject_fraction), samples/s.")
+    bound: RlPipelineStage | list[RlPipelineStage] = Field(description="The stage with the smallest capacity.")
+    generator_utilization: RlPipelineNum = Field(description="Share of the generator's rate the accepted flow uses.")
+    verifier_utilization: RlPipelineNum = Field(description="Share of the verifier's rate it uses (null without a "
+                                                "verifier).")
+    learner_utilization: RlPipelineNum = Field(description="accepted / learner rate.")
+    excess_generation_per_s: RlPipelineNum = Field(description="Generated samples/s beyond what the loop can use, "
+                                                   "samples/s.")
+
+
+class RlPipelineWeightSyncOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sync_s: float = Field(description="fixed + weight bytes / bandwidth per update, s.")
+    update_interval_s: RlPipelineNum = Field(None, description="samples per update / accepted samples/s, s (with "
+                                             "samples_per_update and the rates).")
+    sync_share_if_exposed: RlPipelineNum = Field(None, description="sync / (interval + sync): the share of time lost "
+                                                 "if the sync is not overlapped.")
+
+
+class RlPipelineMixOut(BaseModel):
+    """One mix of jobs sharing the pools."""
+
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(description="The mix's label (default: counts × job names).")
+    pool_load_s: dict[str, float] = Field(description="Work per cycle on each pool, phases + switches, s, by pool.")
+    longest_chain_s: float = Field(description="Longest job's phases run back to back, s.")
+    cycle_lower_bound_s: float = Field(description="max(longest chain, busiest pool), s.")
+    allowed_cycle_s: float = Field(description="Longest chain × (1 + slowdown_allowance), s.")
+    feasible: bool = Field(description="The cycle bound is within the allowed cycle.")
+    bound: str = Field(description="'chain', or 'pool <name>' when a pool's load sets the bound.")
+    host_need_bytes: float = Field(description="Host memory for the parked states + reserve, B.")
+    host_fits: bool | None = Field(None, description="host need ≤ host_memory_bytes (with host_memory_bytes).")
+
+
+class RlPipelineCoscheduleOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    solo_cycle_s: dict[str, float] = Field(description="Each job's phases back to back, s, by job name.")
+    mixes: list[RlPipelineMixOut] = Field(description="One entry per mix, in order.")
+
+
+class RlPipelinePhaseMemoryOut(BaseModel):
+    """Device memory of a GPU switching between training and rollout."""
+
+    model_config = ConfigDict(extra="forbid")
+    train_only_bytes: float = Field(description="Training state + runtime, B.")
+    rollout_only_bytes: float = Field(description="Inference weights + KV + runtime, B.")
+    naive_peak_bytes: float = Field(description="Everything resident at once, B.")
+    staged_peak_bytes: float = Field(description="max(state + weights, weights + KV) + runtime, B.")
+    naive_fits: bool | None = Field(None, description="Naive peak ≤ device memory (with device_memory_bytes).")
+    staged_fits: bool | None = Field(None, description="Staged peak ≤ device memory (with device_memory_bytes).")
+    staged_headroom_bytes: float | None = Field(None, description="device memory − staged peak, B (with "
+                                                "device_memory_bytes).")
+
+
+class RlPipelineIdleWaitOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    extra_gpu_s: float = Field(description="GPUs waiting × wait, GPU·s.")
+    net_gpu_s: float = Field(description="extra − saved elsewhere, GPU·s (negative: waiting pays).")
+    worth_it: bool = Field(description="Waiting costs fewer GPU-seconds than it saves.")
+
+
+class RlPipelineExtraRolloutOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    total_usd_per_h: float = Field(description="base + extra instances × their price, USD/h.")
+    break_even_multiplier: float = Field(description="total / base: the throughput gain that pays for the extras.")
+    cost_per_work_ratio: list[float] = Field(description="break-even / each throughput multiplier (< 1: cheaper per "
+                                             "unit of work).")
+
+
+class RlPipelineOutputs(BaseModel):
+    """Outputs of rl-pipeline: one object per section given (supply needs the generator and learner rates)."""
+
+    model_config = ConfigDict(extra="forbid")
+    supply: RlPipelineSupplyOut | None = Field(None, description="Rates and the bounding stage (with the rates).")
+    weight_sync: RlPipelineWeightSyncOut | None = Field(None, description="Weight-sync time per update.")
+    coschedule: RlPipelineCoscheduleOut | None = Field(None, description="Cycle bounds of jobs sharing GPU pools.")
+    phase_memory: RlPipelinePhaseMemoryOut | None = Field(None, description="Peak of a train ↔ rollout switch.")
+    idle_wait: RlPipelineIdleWaitOut | None = Field(None, description="GPU-seconds of making trainers wait.")
+    extra_rollout: RlPipelineExtraRolloutOut | None = Field(None, description="Break-even of extra rollout instances.")
 
 
 def compute_pipeline(req: RlPipelineRequest, lookup: Lookup) -> Result:
@@ -266,6 +360,7 @@ def _coschedule(cs: CoSchedule, res: Result) -> dict:
 CALCULATORS = [
     Calculator(
         name="rl-pipeline",
+        profile=Profile(8.5e-07, 697, 71),
         family="rl",
         title="RL pipeline: supply and demand, sync, co-scheduling, memory",
         summary="Which of generator, verifier and learner bounds accepted samples/s; weight-sync time per update; "
@@ -278,6 +373,7 @@ CALCULATORS = [
                     "instances pay off when throughput grows by more than (base + n·extra) / base.",
         request_model=RlPipelineRequest,
         compute=compute_pipeline,
+        outputs_model=RlPipelineOutputs,
         example={"generator_samples_per_s": [4, 6, 8, 10, 12, 16], "verifier_samples_per_s": 6, "learner_samples_per_s": 8,
                  "reject_fraction": 0.25,
                  "coschedule": {"jobs": [{"name": "A", "phases": [{"pool": "rollout", "duration_s": 360}, {"pool": "train", "duration_s": 120}]},

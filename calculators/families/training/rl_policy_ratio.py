@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
     CalcRequest, Fraction, Lookup, Result, first, num,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.families.training._rl import rl_out as _out
 
 LogP = Annotated[float, Field(ge=-1e4, le=0, allow_inf_nan=False)]
@@ -25,6 +25,32 @@ class PolicyRatioRequest(CalcRequest):
     logp_behavior: float = Field(ge=-1e4, le=0, description="Log-probability under the policy that generated the sample (μ, recorded at rollout).", examples=[-3.0])
     logp_old: float | None = Field(None, ge=-1e4, le=0, description="Log-probability under the proximal/old policy π_old (recomputed by the trainer), if different from μ.", examples=[-3.25])
     clip_epsilon: Fraction | None = Field(None, description="PPO clip range ε: ratios outside [1 − ε, 1 + ε] are clipped.", examples=[0.2])
+
+
+#: a ratio, or one per token when `logp_current` is a list (null above the float64 range)
+PolicyRatioNum = float | None | list[float | None]
+
+
+class RlPolicyRatioOutputs(BaseModel):
+    """Outputs of rl-policy-ratio (dimensionless ratios); lists where `logp_current` is a list."""
+
+    model_config = ConfigDict(extra="forbid")
+    behavior_ratio: PolicyRatioNum = Field(description="exp(log π_θ − log μ): current over behaviour policy.")
+    update_ratio: PolicyRatioNum = Field(None, description="exp(log π_θ − log π_old): current over the old policy "
+                                         "(with logp_old).")
+    behavior_weight: float | None = Field(None, description="exp(log π_old − log μ): old over behaviour policy (with "
+                                          "logp_old).")
+    product: PolicyRatioNum = Field(None, description="update ratio × behaviour weight (= the behaviour ratio "
+                                    "unclipped; with logp_old).")
+    misattributed_ratio: PolicyRatioNum = Field(None, description="The ratio obtained when π_old's log-probability is "
+                                                "taken for μ's, i.e. the update ratio (with logp_old).")
+    clip_range: list[float] | None = Field(None, description="[1 − ε, 1 + ε] (with clip_epsilon).")
+    behavior_ratio_clipped: PolicyRatioNum = Field(None, description="Behaviour ratio clipped to the range.")
+    behavior_ratio_outside: bool | list[bool] | None = Field(None, description="The behaviour ratio lies outside the "
+                                                             "range.")
+    update_ratio_clipped: PolicyRatioNum = Field(None, description="Update ratio clipped to the range (with logp_old).")
+    update_ratio_outside: bool | list[bool] | None = Field(None, description="The update ratio lies outside the range "
+                                                           "(with logp_old).")
 
 
 def compute_ratio(req: PolicyRatioRequest, lookup: Lookup) -> Result:
@@ -88,6 +114,7 @@ CALCULATORS = [
 
     Calculator(
         name="rl-policy-ratio",
+        profile=Profile(7.2e-07, 781, 120),
         family="rl",
         title="RL policy ratios: behaviour, proximal and update",
         summary="Importance ratios from log-probabilities of the current, old (proximal) and behaviour policies, their "
@@ -96,6 +123,7 @@ CALCULATORS = [
                     "r_upd·w = r unclipped. Clipping applies to one of them and the placements are not equivalent.",
         request_model=PolicyRatioRequest,
         compute=compute_ratio,
+        outputs_model=RlPolicyRatioOutputs,
         example={"logp_current": [-3.5, -3.25, -3.0, -2.75], "logp_behavior": -3.0, "logp_old": -3.25, "clip_epsilon": 0.2},
         cases=("rl-state-and-reproducibility",),
         sweepable=("logp_current",),

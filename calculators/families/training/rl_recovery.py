@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
@@ -45,6 +45,54 @@ class RlRecoveryRequest(CalcRequest):
     failure: TrainerFailure | None = None
     checkpoint: CheckpointInterval | None = None
     preemption: Preemption | None = None
+
+
+class RlRecoveryFailureOut(BaseModel):
+    """A trainer failure during the update: redo the whole round, or keep the round's trajectories."""
+
+    model_config = ConfigDict(extra="forbid")
+    whole_round_redo_s: float = Field(description="Lost work + detect + restore + rollout + train again, s.")
+    keep_trajectories_s: float = Field(description="Lost work + detect + restore + train again, s.")
+    saved_s: float = Field(description="Time keeping the trajectories saves (one rollout), s.")
+    checkpoint_overhead_fraction: float | None = Field(description="Blocking checkpoint / round time (null for an "
+                                                       "empty round).")
+
+
+class RlRecoveryCheckpointOut(BaseModel):
+    """Checkpoint interval against the mean time between failures (first-order Young/Daly)."""
+
+    model_config = ConfigDict(extra="forbid")
+    overhead_fraction: float | None = Field(description="Checkpoint cost / interval, a fraction.")
+    expected_lost_work_per_failure_s: float = Field(description="interval / 2 + restart, s.")
+    expected_waste_fraction: float | None = Field(description="C/τ + (τ/2 + R)/MTBF, a fraction of time.")
+    young_interval_s: float = Field(description="√(2 · cost · MTBF), s.")
+    waste_fraction_at_young: float | None = Field(description="The waste fraction at the Young interval.")
+
+
+class RlRecoveryPreemptionOut(BaseModel):
+    """Preempted rollouts: redo from scratch, migrate the partial responses, or trim a batch to its shortest."""
+
+    model_config = ConfigDict(extra="forbid")
+    redo_from_scratch_s: list[float | None] = Field(description="Per request, received tokens / decode rate, s.")
+    migration_overhead_s: float = Field(description="Prefix prepare + hand-off, s.")
+    migration_saved_s: list[float | None] = Field(description="Per request, redo − migration overhead, s.")
+    batch_trim_kept_tokens: int = Field(description="Tokens every request keeps when the batch is trimmed to its "
+                                        "shortest saved output, tokens.")
+    batch_trim_redo_tokens: list[int] = Field(description="Per request, tokens redone after trimming, tokens.")
+    batch_trim_redo_s: float | None = Field(description="Most tokens redone / decode rate: the batch's redo time, s.")
+    batch_trim_redo_token_total: int | float = Field(description="Tokens redone over the batch (a whole count, a "
+                                                     "float past 2^53).")
+
+
+class RlRecoveryOutputs(BaseModel):
+    """Outputs of rl-recovery: one object per section given."""
+
+    model_config = ConfigDict(extra="forbid")
+    failure: RlRecoveryFailureOut | None = Field(None, description="Recovery from a failed update (with failure).")
+    checkpoint: RlRecoveryCheckpointOut | None = Field(None, description="Checkpoint overhead and the Young interval "
+                                                       "(with checkpoint).")
+    preemption: RlRecoveryPreemptionOut | None = Field(None, description="Redo of preempted rollouts (with "
+                                                       "preemption).")
 
 
 def compute_recovery(req: RlRecoveryRequest, lookup: Lookup) -> Result:
@@ -137,6 +185,7 @@ CALCULATORS = [
                     "the prefix re-prefill and hand-off instead; a batch resumed at its shortest saved output redoes the rest.",
         request_model=RlRecoveryRequest,
         compute=compute_recovery,
+        outputs_model=RlRecoveryOutputs,
         example={"failure": {"rollout_s": 300, "train_s": 60, "fail_after_s": 30, "detect_s": 20, "restore_s": 80, "checkpoint_s": 3},
                  "checkpoint": {"interval_s": 1800, "cost_s": 30, "restart_s": 300, "mtbf_s": 86400},
                  "preemption": {"received_tokens": [8000, 4000, 1000], "decode_tokens_per_s": 80, "prefix_prepare_s": 2, "handoff_s": 1}},

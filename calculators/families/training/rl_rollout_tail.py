@@ -7,14 +7,14 @@ import math
 from typing import Annotated
 
 import numpy as np
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, Result, broadcast, first, num,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.families.training._rl import join as _join, rl_out as _out
 
 OversampleFactor = Annotated[float, Field(ge=1, le=100, allow_inf_nan=False)]
@@ -34,6 +34,37 @@ class RolloutTailRequest(CalcRequest):
     race_copies: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="Copies started per sample (at most 1024); the first to finish is kept and the rest cancelled.", examples=[2])
     batch_size: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Rollouts a synchronous step waits for (at most 1e9).", examples=[64])
     oversample: Oversample | None = None
+
+
+#: a number, or one per point when `long_fraction` is swept (null where not finite)
+RolloutTailNum = float | None | list[float | None]
+
+
+class RlRolloutTailOversampleOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    submitted_prompts: int = Field(description="⌈prompts × prompt_factor⌉, prompts.")
+    submitted_responses_per_prompt: int = Field(description="⌈responses × response_factor⌉ per prompt.")
+    submitted: int = Field(description="Rollouts submitted, prompts × responses per prompt.")
+    target: int = Field(description="Rollouts wanted, prompts × responses_per_prompt.")
+    extra_fraction: float = Field(description="submitted / target − 1, a fraction.")
+
+
+class RlRolloutTailOutputs(BaseModel):
+    """Outputs of rl-rollout-tail; lists where `long_fraction` is swept. The timing keys need long_fraction with
+    short_s and long_s."""
+
+    model_config = ConfigDict(extra="forbid")
+    single_expected_s: RolloutTailNum = Field(None, description="Mean rollout time, p × long + (1 − p) × short, s.")
+    race_expected_s: RolloutTailNum = Field(None, description="Mean time of the first of race_copies copies, s.")
+    race_slot_s: RolloutTailNum = Field(None, description="Slot time the race holds, copies × winner's time, s.")
+    kept_long_fraction: RolloutTailNum = Field(None, description="Share of kept samples that are long, p^copies.")
+    long_fraction_shift: RolloutTailNum = Field(None, description="kept long share − p: the bias racing adds.")
+    batch_expected_wall_s: RolloutTailNum = Field(None, description="Expected wait of a synchronous batch for its "
+                                                  "slowest rollout, s.")
+    batch_idle_fraction: RolloutTailNum = Field(None, description="1 − mean rollout / batch wall time, a fraction.")
+    probability_batch_has_long: RolloutTailNum = Field(None, description="Probability that the batch holds at least "
+                                                       "one slower rollout.")
+    oversample: RlRolloutTailOversampleOut | None = Field(None, description="Over-sampling counts (with oversample).")
 
 
 def compute_tail(req: RolloutTailRequest, lookup: Lookup) -> Result:
@@ -108,6 +139,7 @@ CALCULATORS = [
 
     Calculator(
         name="rl-rollout-tail",
+        profile=Profile(8.1e-07, 858, 122),
         family="rl",
         title="RL rollout tail: stragglers, racing copies, over-sampling",
         summary="Expected wall time of a synchronous rollout batch with a long tail, what racing copies save and the "
@@ -118,6 +150,7 @@ CALCULATORS = [
                     "of p. Over-sampling submits ceil(P·f_p) × ceil(R·f_r) rollouts for a target of P·R.",
         request_model=RolloutTailRequest,
         compute=compute_tail,
+        outputs_model=RlRolloutTailOutputs,
         example={"long_fraction": [0.01, 0.05, 0.1, 0.25, 0.5], "short_s": 1, "long_s": 10, "race_copies": 2, "batch_size": 64,
                  "oversample": {"prompts": 128, "responses_per_prompt": 8, "prompt_factor": 1.25, "response_factor": 1.25}},
         cases=("rollout-tail-and-sampling",),

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from calculators.framework import (
     CalcInputError,
@@ -24,8 +24,6 @@ from calculators.framework import (
     PosIntSweep,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
     first,
     fmt_s,
     num,
@@ -34,7 +32,7 @@ from calculators.framework import (
 )
 from calculators.domain import MODEL_CONFIG_FIELD
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import hardware_rates
 from calculators.domain import ledger
 from calculators.domain import ShapeArchitecture, resolve_arch
@@ -83,6 +81,55 @@ class TrainingComputeRequest(CalcRequest):
         return self
 
 
+#: a number, or one per point when an input is swept (null where not finite)
+TrainingNum = float | None | list[float | None]
+
+
+class TrainingComputeByComponentOut(BaseModel):
+    """Training FLOPs per token of each matrix component, 6 × params (× 8/6 with full recompute)."""
+
+    model_config = ConfigDict(extra="forbid")
+    attention: float = Field(description="Attention projections, FLOP/token.")
+    dense_ffn: float = Field(description="Dense FFN matrices, FLOP/token.")
+    routed_experts: float = Field(description="The routed experts a token uses, FLOP/token.")
+    shared_experts: float = Field(description="Shared experts, FLOP/token.")
+    router: float = Field(description="Router, FLOP/token.")
+    lm_head: float = Field(description="Output projection, FLOP/token (0 with include_lm_head false).")
+
+
+class TrainingComputeOutputs(BaseModel):
+    """Outputs of training-compute; lists where an input is swept. The FLOP keys need a model, architecture or
+    params; totals need tokens; times need a peak, a GPU-hours budget or a throughput."""
+
+    model_config = ConfigDict(extra="forbid")
+    flops_per_token_by_component: TrainingComputeByComponentOut | None = Field(None, description="Per component "
+                                                                               "(model or architecture).")
+    params_total: float | None = Field(None, description="All parameters of the model (model or architecture).")
+    expert_flops_per_token: float | None = Field(None, description="Routed + shared expert FLOPs per token, "
+                                                 "FLOP/token (MoE).")
+    expert_flops: TrainingNum = Field(None, description="Expert FLOPs over the tokens, FLOP (MoE, with tokens).")
+    flops_per_token: TrainingNum = Field(None, description="Dense + attention training FLOPs per token, FLOP/token.")
+    dense_flops_per_token: TrainingNum = Field(None, description="6 × N (× 8/6 with full recompute), FLOP/token.")
+    attention_flops_per_token: TrainingNum = Field(None, description="Causal attention term, 3·(S+1)·H·(d_qk+d_v)·L, "
+                                                   "FLOP/token (0 without sequence_tokens).")
+    flops_per_token_per_param: TrainingNum = Field(None, description="flops_per_token / N (6 for plain 6ND).")
+    params: TrainingNum = Field(None, description="N: matrix parameters used per token (MoE: active).")
+    six_nd_flops: TrainingNum = Field(None, description="6 × N × D, FLOP (with tokens).")
+    flops_total: TrainingNum = Field(None, description="flops_per_token × D, FLOP (with tokens).")
+    tokens_per_param: TrainingNum = Field(None, description="D / N (with tokens).")
+    wall_s: TrainingNum = Field(None, description="Wall time of the run, s.")
+    days: TrainingNum = Field(None, description="wall time / 86400, days.")
+    gpu_hours: TrainingNum = Field(None, description="wall time × devices / 3600, device-hours.")
+    tokens_per_s: TrainingNum = Field(None, description="D / wall time, tokens/s (with tokens).")
+    implied_mfu: TrainingNum = Field(None, description="FLOPs / (wall × devices × peak): the MFU a budget or "
+                                     "throughput implies, a fraction.")
+    required_flop_per_s_per_device: TrainingNum = Field(None, description="FLOPs / (devices × target_s), FLOP/s "
+                                                        "(with target_s).")
+    required_peak_flop_per_s_at_mfu: TrainingNum = Field(None, description="That rate / MFU: the peak each device "
+                                                         "needs, FLOP/s (with target_s).")
+    peak_flop_per_s: TrainingNum = Field(None, description="Dense peak per device used, FLOP/s (with a peak).")
+
+
 def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     o: dict = {}
@@ -113,11 +160,11 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
             arch, rec = resolve_arch(req, lookup, res)
             if arch is None:
                 if req.hf_config is not None and "params_active" not in rec:
-                    raise CalcInputError("model_config", f"attention '{rec.get('attention')}' has no parameter ledger here, so the "
+                    raise CalcInputError("model_config", f"attention '{rec.attention}' has no parameter ledger here, so the "
                                          "config gives no parameter count: give `params` (and `attention`) instead")
-                N = np.asarray(float(fact_value(rec, "params_active", loc="model" if req.model is not None else "model_config"))) + 0.0 * D
-                res.cite(fact_source(rec, "params_active"))
-                res.assume(f"{rec.get('id')}: attention '{rec.get('attention')}' is not itemised; N is the stored active "
+                N = np.asarray(float(rec.value("params_active", loc="model" if req.model is not None else "model_config"))) + 0.0 * D
+                res.cite(rec.source("params_active"))
+                res.assume(f"{rec.id}: attention '{rec.attention}' is not itemised; N is the stored active "
                            "parameter count (a label, embeddings included).")
                 res.step("N", "params_active (store)", num(first(N)), N, "params")
             else:
@@ -245,6 +292,7 @@ def _headline(req: TrainingComputeRequest, o: dict, rec: dict | None) -> str:
 CALCULATORS = [
     Calculator(
         name="training-compute",
+        profile=Profile(1.1e-06, 665, 294),
         family="training_compute",
         title="Training compute, GPU-hours and days",
         summary="C ≈ 6·N·D with attention, MoE-active and recompute refinements, then wall time, days and GPU-hours on "
@@ -255,6 +303,7 @@ CALCULATORS = [
                     "FLOP/s each device must sustain.",
         request_model=TrainingComputeRequest,
         compute=compute,
+        outputs_model=TrainingComputeOutputs,
         example={"model": "qwen3-8b", "tokens": 100e9, "sequence_tokens": 8192, "hardware": "h100-sxm",
                  "devices": [16, 64, 256], "mfu": 0.4},
         cases=("scaling-history", "training-compute", "inference-training-scenarios"),
