@@ -50,7 +50,7 @@ def test_generated_client_calls_list_get_and_a_calculator(generated, live_server
     get_model = importlib.import_module("casebook_client.api.facts.get_model")
     model = get_model.sync(client=client, model_id="qwen3-8b")
     assert model.name == "Qwen3-8B" and model.layers.value == 36 and model.layers.source
-    kv_cache = importlib.import_module("casebook_client.api.calculators.families.memory.kv_cache")
+    kv_cache = importlib.import_module("casebook_client.api.calculators.kv_cache")
     models = importlib.import_module("casebook_client.models")
     body = models.KVCacheRequest.from_dict({"model": "qwen3-8b", "tokens": 8192})
     env = kv_cache.sync(client=client, body=body)
@@ -63,7 +63,7 @@ def test_generated_client_types_errors_as_problems(generated, live_server):
     """A 422 and a 404 come back parsed as the Problem model (not None), with their field errors and suggestions."""
     client = importlib.import_module("casebook_client.client").Client(base_url=live_server)
     models = importlib.import_module("casebook_client.models")
-    kv_cache = importlib.import_module("casebook_client.api.calculators.families.memory.kv_cache")
+    kv_cache = importlib.import_module("casebook_client.api.calculators.kv_cache")
     bad = models.KVCacheRequest.from_dict({"model": "qwen3-8", "tokens": 8})
     res = kv_cache.sync_detailed(client=client, body=bad)
     assert res.status_code == 422
@@ -91,7 +91,7 @@ def test_generated_names_read_as_english(generated):
 def test_generated_client_reads_typed_outputs(generated, live_server):
     client = importlib.import_module("casebook_client.client").Client(base_url=live_server)
     models = importlib.import_module("casebook_client.models")
-    edge = importlib.import_module("casebook_client.api.calculators.families.network.edge_transfer")
+    edge = importlib.import_module("casebook_client.api.calculators.edge_transfer")
     from calculators.framework.registry import REGISTRY
 
     env = edge.sync(client=client, body=models.EdgeTransferRequest.from_dict(REGISTRY["edge-transfer"].example))
