@@ -23,12 +23,13 @@ from pydantic import Field
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
-    PosIntSweep, Result, broadcast, fact_source, fact_value, first, fmt_bytes, fmt_s, num,
+    PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_s, num,
     out,
 )
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
+from calculators.families.serving._moe_outputs import MoeOutputs, MoePlacementOutputs
 
 
 def _out(x):
@@ -71,8 +72,8 @@ class ExpertSpec(CalcRequest):
 def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
     rec = model_record(req, lookup, res, required=False)
     src = "model" if req.model is not None else "model_config"
-    label = req.model if req.model is not None else (rec or {}).get("name", src)
-    if rec is not None and not isinstance(rec.get("moe"), dict):
+    label = req.model if req.model is not None else ((rec.name or src) if rec is not None else src)
+    if rec is not None and rec.moe is None:
         raise CalcInputError(src, f"{label} is not a mixture-of-experts model (no moe facts)")
 
     def pick(name: str, given, path: tuple[str, ...], required: bool = True):
@@ -82,9 +83,9 @@ def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
             if required:
                 raise CalcInputError(name, "give this field, a `model` id or a `model_config`")
             return None
-        v = fact_value(rec, *path, required=required, loc=name)
+        v = rec.value(*path, required=required, loc=name)
         if v is not None:
-            res.cite(fact_source(rec, *path))
+            res.cite(rec.source(*path))
         return v
 
     h = int(pick("expert_hidden_size", req.expert_hidden_size, ("hidden_size",)))
@@ -97,13 +98,13 @@ def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
         raise CalcInputError("experts_per_token", f"top-k {k} exceeds the {e} routed experts")
     layers = req.moe_layers
     if layers is None and rec is not None:
-        total = fact_value(rec, "layers", required=False)
-        dense = fact_value(rec, "moe", "dense_layers", required=False) or 0
+        total = rec.value("layers", required=False)
+        dense = rec.value("moe", "dense_layers", required=False) or 0
         if total is not None:
             layers = int(total) - int(dense)
-            res.cite(fact_source(rec, "layers"))
+            res.cite(rec.source("layers"))
             if dense:
-                res.cite(fact_source(rec, "moe", "dense_layers"))
+                res.cite(rec.source("moe", "dense_layers"))
             if layers < 1:
                 raise CalcInputError("moe_layers", f"{label} has no MoE layers")
     params = req.matrices_per_expert * h * f
@@ -496,6 +497,7 @@ def _placement_headline(req: PlacementRequest, o: dict, sp: dict) -> str:
 CALCULATORS = [
     Calculator(
         name="moe",
+        profile=Profile(1e-06, 1095, 253),
         family="moe",
         title="MoE layer step: experts touched, bytes, padding, dispatch",
         summary="How many distinct experts a batch of tokens touches under top-k routing, the expert weight bytes "
@@ -509,6 +511,7 @@ CALCULATORS = [
                     "uniform routing is a teaching model; real routing is skewed.",
         request_model=MoeRequest,
         compute=compute_moe,
+        outputs_model=MoeOutputs,
         example={"model": "qwen3-235b-a22b", "tokens": [1, 8, 32], "tokens_per_expert": [32, 16, 8, 4, 2, 1, 1, 0],
                  "tile_rows": 32, "ep_nodes": 8},
         cases=("moe-and-startup", "model-resource-accounting", "weight-offload-execution", "execution-feedback",
@@ -528,6 +531,7 @@ CALCULATORS = [
                     "saving-per-step steps. Growing EP from p to q ranks sends total × (q − p)/q bytes to the new ranks.",
         request_model=PlacementRequest,
         compute=compute_placement,
+        outputs_model=MoePlacementOutputs,
         example={"model": "qwen3-235b-a22b", "ep_ranks": 16, "extra_replicas": [94, 8],
                  "replica_balance": {"rank_rows": [512, 256, 512, 512], "hot_rows": 256, "replica_ranks": [0, 1],
                                      "flop_per_s": 50e12, "overhead_s": 60e-6},
