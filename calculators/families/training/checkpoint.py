@@ -20,8 +20,6 @@ from calculators.framework import (
     PosFloatSweep,
     Result,
     broadcast,
-    fact_source,
-    fact_value,
     first,
     fmt_bytes,
     fmt_s,
@@ -29,9 +27,9 @@ from calculators.framework import (
     out,
     request_inputs,
 )
-from calculators.domain.architecture import MODEL_CONFIG_FIELD, model_record
+from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
+from calculators.framework import Calculator, Profile, Chart
 
 #: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
 #: where pydantic enforces it (a `le=` given to Field() next to a core alias is overridden by the alias's bound)
@@ -70,10 +68,10 @@ def compute(req: CheckpointRequest, lookup: Lookup) -> Result:
     if req.model is not None or req.hf_config is not None:
         rec = model_record(req, lookup, res)
         if req.hf_config is not None and "params_total" not in rec:
-            raise CalcInputError("model_config", f"attention '{rec.get('attention')}' has no parameter ledger here, so the "
+            raise CalcInputError("model_config", f"attention '{rec.attention}' has no parameter ledger here, so the "
                                  "config gives no parameter count: give `params` instead")
-        params = float(fact_value(rec, "params_total", loc="model" if req.model is not None else "model_config"))
-        res.cite(fact_source(rec, "params_total"))
+        params = float(rec.value("params_total", loc="model" if req.model is not None else "model_config"))
+        res.cite(rec.source("params_total"))
     else:
         params = req.params
     x = broadcast({"params": params,
@@ -206,6 +204,7 @@ class CheckpointOutputs(BaseModel):
 CALCULATORS = [
     Calculator(
         name="checkpoint",
+        profile=Profile(1e-06, 646, 304),
         family="checkpoint",
         title="Checkpoint size, save time and interval",
         summary="Bytes of weights + FP32 master + Adam moments, time to write and restore at a storage bandwidth, "
