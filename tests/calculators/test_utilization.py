@@ -51,3 +51,10 @@ def test_fit_is_the_largest_that_fits(per_mib, budget_mib):
                               "budget_bytes": budget_mib * MiB})["placements"][0]
     n = o["max_instances"]
     assert n * per_mib <= budget_mib < (n + 1) * per_mib
+
+
+def test_instance_fit_with_a_subnormal_size_is_unbounded_not_a_crash():
+    """5e-324 B per instance overflows budget / size to infinity: no whole count, answered as null, never a 500."""
+    body = {"budget_bytes": 1e9, "instances": 2, "placements": [{"name": "tiny", "local_bytes": [5e-324]}]}
+    res = run("instance-fit", body, no_lookup)[2]
+    assert res.outputs["placements"][0]["max_instances"] is None

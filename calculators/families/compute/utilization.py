@@ -89,7 +89,8 @@ def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
                        sum(p.local_bytes) + req.overhead_bytes, "B")
         total = res.step(f"{p.name}: total", "instances × per instance (+ shared)",
                          f"{req.instances} × {num(per)} + {num(req.shared_bytes)}", req.instances * per + req.shared_bytes, "B")
-        fit = math.floor(free / per + 1e-12) if per > 0 else None
+        ratio = free / per if per > 0 else math.inf
+        fit = math.floor(ratio + 1e-12) if math.isfinite(ratio) else None   # None: no bound (a subnormal size overflows)
         res.step(f"{p.name}: instances that fit", "floor((budget − shared) / per instance)", f"floor({num(free)} / {num(per)})",
                  fit, "instances")
         rows.append({"name": p.name, "per_instance_bytes": per, "total_bytes": total, "max_instances": fit,
