@@ -232,3 +232,24 @@ def test_a_model_record_is_typed_and_memoised(lookup):
     assert isinstance(rec, ModelRecord) and rec.id == "qwen3-8b" and rec.label
     assert rec.value("layers") == 36 and rec.source("layers")["record"] == "qwen3-8b"
     assert model_record(Req(), lookup) is rec                 # one view per store record
+
+
+def test_a_calculator_is_found_by_its_name():
+    """One calculator per module, named after it (`kv_cache.py` is `kv-cache`), or a module of a small family whose
+    docstring names each of its calculators."""
+    import importlib
+
+    from calculators.framework.registry import REGISTRY
+
+    by_module: dict[str, list[str]] = {}
+    for name, calc in REGISTRY.items():
+        by_module.setdefault(calc.compute.__module__, []).append(name)
+    bad = []
+    for module, names in by_module.items():
+        leaf = module.rsplit(".", 1)[-1]
+        doc = importlib.import_module(module).__doc__ or ""
+        if len(names) == 1 and leaf != names[0].replace("-", "_"):
+            bad.append(f"{module} holds only {names[0]} but is named {leaf}")
+        if len(names) > 1:
+            bad += [f"{module}'s docstring does not name `{n}`" for n in names if f"`{n}`" not in doc]
+    assert not bad, "\n".join(bad)

@@ -1,11 +1,13 @@
 """Speed-ups stated every way, and scaling across devices.
 
-Two calculators:
+Three calculators:
 - `speedup`: two measurements of the same work (times, rates, or speed-ups against a common reference)
   turned into every form a report uses — speed-up ×, % more throughput, % less time — and compared with a
   reported label, so "+20 %" and "1.2× faster" are not confused.
 - `scaling-efficiency`: throughput measured on different device counts normalised per device, with the
   speed-up and the efficiency against linear scaling from the first point.
+- `amdahl`: the end-to-end speed-up of serial parts when some of them get faster, and the limit the unchanged
+  parts set.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Checks a kernel author runs by hand: softmax state merging, tolerance tests, and measurement order.
+"""Checks a kernel author runs by hand: softmax state merging, tolerance tests, measurement order, VLIW cycles.
 
-Three calculators:
+Four calculators:
 - `softmax-merge`: attention output of scalar values under softmax scores, computed exactly, by the
   online/blockwise recurrence (max, rescale, sum), with the rescale factor inverted on the accumulator (a sign
   error printed in papers), and by averaging per-block outputs (which loses the normalisers).
@@ -8,6 +8,8 @@ Three calculators:
   ratio, and whether it clears each required ratio.
 - `measurement-order`: mean measured time of options timed in an order (AABB, ABBA, …) while the machine
   drifts additively, and which option looks faster.
+- `vliw-cycles`: cycles of a nested loop on a VLIW machine from its instructions per iteration by engine, one per
+  bundle or packed into each engine's slots, plus fixed set-up cycles.
 """
 from __future__ import annotations
 
