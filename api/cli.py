@@ -31,9 +31,14 @@ def cmd_serve(args) -> int:
     workers = args.workers or settings.workers
     may_build = settings.build_if_stale if args.build is None else args.build
     db = Path(args.db)
+    remove_stale_runtime_dirs(settings.runtime_dir)
+    runtime = None
     try:
-        runtime = Path(tempfile.mkdtemp(prefix="casebook-serve-", dir=settings.runtime_dir))
+        runtime = Path(tempfile.mkdtemp(prefix=RUNTIME_PREFIX, dir=settings.runtime_dir))
+        owner = _own_runtime_dir(runtime)
     except OSError as exc:
+        if runtime is not None:
+            shutil.rmtree(runtime, ignore_errors=True)
         print(f"casebook serve: cannot create a private directory in {settings.runtime_dir} "
               f"(CASEBOOK_RUNTIME_DIR): {exc}", file=sys.stderr)
         return 1
@@ -55,6 +60,69 @@ def cmd_serve(args) -> int:
         return status
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
+        os.close(owner)
+
+
+#: serve's private directories in CASEBOOK_RUNTIME_DIR: `casebook-serve-XXXXXXXX/`, holding the copy of the store
+#: and OWNER_LOCK, a file that the serving process keeps locked (flock) while it runs and that names its pid
+RUNTIME_PREFIX = "casebook-serve-"
+OWNER_LOCK = "serve.lock"
+
+
+def _own_runtime_dir(runtime: Path) -> int:
+    """Lock `runtime` as this process's (OWNER_LOCK, its pid inside); the lock's descriptor, held until serve
+    ends and released by the kernel however serve ends. The file is locked before it gets its name, so
+    another serve never sees it unlocked while this one runs."""
+    import fcntl
+
+    pending = runtime / f".{OWNER_LOCK}.{os.getpid()}"
+    fd = os.open(pending, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.replace(pending, runtime / OWNER_LOCK)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def remove_stale_runtime_dirs(parent: Path) -> list[Path]:
+    """Remove the private directories (and store copies) of servers that are gone: those whose OWNER_LOCK
+    nobody holds any more, left by a serve that was killed (SIGKILL, OOM killer) before it could clean up.
+    A running server's directory (its lock held) and directories without a lock (being created, or from an
+    older serve: their owner cannot be told) are left alone. Returns what was removed."""
+    import fcntl
+    import shutil
+    import stat
+
+    removed = []
+    try:
+        candidates = sorted(Path(parent).glob(RUNTIME_PREFIX + "*"))
+    except OSError:
+        return removed
+    for d in candidates:
+        try:
+            st = d.lstat()
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            fd = os.open(d / OWNER_LOCK, os.O_RDWR | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue                                  # held: its server runs
+            pid = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            shutil.rmtree(d, ignore_errors=True)
+            if not d.exists():
+                removed.append(d)
+                print(f"casebook serve: removed {d}, the private copy of a server (pid {pid}) that is gone",
+                      file=sys.stderr)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _serving_snapshot(db: Path, runtime: Path, may_build: bool):

@@ -7,11 +7,20 @@
 - Forwarded headers are trusted only when configured; no `server` header.
 - The exit status tells whether the server ran: 0 after a signal, 3 when it could not start (port in use,
   app or workers failing at start-up, workers dying over and over), for any number of workers.
+- Workers die with their supervisor: a supervisor killed outright (SIGKILL, OOM killer) cannot stop them, so
+  each worker asks Linux for SIGTERM when its parent dies (`prctl(PR_SET_PDEATHSIG)`) and also watches its
+  parent's pid (other systems, or a parent gone before the request): they drain and exit, freeing the port.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
+import multiprocessing
+import os
 import signal
+import sys
+import threading
 import time
 from asyncio import TimerHandle
 from typing import Any
@@ -19,6 +28,7 @@ from typing import Any
 import orjson
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import multiprocess as _multiprocess
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from api.settings import Settings
@@ -202,13 +212,66 @@ def uvicorn_config(settings: Settings, host: str, port: int, workers: int, log_l
     )
 
 
+#: how often a worker checks that its supervisor is still its parent
+PARENT_CHECK_S = 0.5
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Make this process stop (SIGTERM, uvicorn's graceful shutdown) when process `parent` is no longer its
+    parent: at once through the kernel on Linux, and by a watching thread everywhere (which also catches a
+    parent that died before the kernel was asked)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+                log.warning("prctl(PR_SET_PDEATHSIG) failed: %s", os.strerror(ctypes.get_errno()))
+        except (OSError, AttributeError) as exc:      # pragma: no cover - a libc without prctl
+            log.warning("prctl(PR_SET_PDEATHSIG) unavailable: %s", exc)
+    threading.Thread(target=_watch_parent, args=(parent,), name="casebook-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int, interval: float = PARENT_CHECK_S) -> None:
+    """Send this process SIGTERM once `parent` is no longer its parent (it died: the orphan was re-parented)."""
+    while os.getppid() == parent:
+        time.sleep(interval)
+    log.error("worker [%s]: the supervisor [%s] is gone; shutting down", os.getpid(), parent)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+class _Worker(Process):
+    """A uvicorn worker process that does not outlive its supervisor (`die_with_parent`)."""
+
+    def target(self, sockets: list | None = None) -> None:  # pragma: no cover - runs in the worker
+        parent = multiprocessing.parent_process()
+        die_with_parent(parent.pid if parent is not None and parent.pid else os.getppid())
+        super().target(sockets)
+
+
 class _Supervisor(Multiprocess):
-    """uvicorn's worker supervisor, remembering why it stopped: a signal, or workers that could not run."""
+    """uvicorn's worker supervisor, remembering why it stopped: a signal, or workers that could not run.
+    Its workers are `_Worker`s: they stop when it dies, however it dies."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.signalled = False
         self._deaths: list[float] = []
+
+    def init_processes(self) -> None:
+        for _ in range(self.processes_num):
+            process = _Worker(self.config, self.sockets)
+            process.start()
+            self.processes.append(process)
+
+    def restart_all(self) -> None:
+        """SIGHUP: uvicorn's rolling restart, with `_Worker`s as the replacements."""
+        with _ours_as_uvicorns():
+            super().restart_all()
+
+    def handle_ttin(self) -> None:
+        """SIGTTIN: one more worker, a `_Worker`."""
+        with _ours_as_uvicorns():
+            super().handle_ttin()
 
     def handle_int(self) -> None:
         self.signalled = True
@@ -241,9 +304,20 @@ class _Supervisor(Multiprocess):
                 self.should_exit.set()
                 return
             log.warning("worker [%s] died (exit status %s); starting another", process.pid, process.exitcode)
-            replacement = Process(self.config, self.sockets)
+            replacement = _Worker(self.config, self.sockets)
             replacement.start()
             self.processes[idx] = replacement
+
+
+@contextlib.contextmanager
+def _ours_as_uvicorns():
+    """While uvicorn's supervisor code runs, the workers it starts by name are `_Worker`s (supervisor only)."""
+    saved = _multiprocess.Process
+    _multiprocess.Process = _Worker
+    try:
+        yield
+    finally:
+        _multiprocess.Process = saved
 
 
 def _answers(process: Process, timeout: float) -> bool:

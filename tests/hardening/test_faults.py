@@ -74,9 +74,11 @@ class Served:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
 
-def start_serve(db: Path, log: Path, *args: str, env: dict[str, str] | None = None, wait: bool = True) -> Served:
-    """`casebook serve` on a free port in its own process group; waits for /healthz unless `wait` is False."""
-    port = free_port()
+def start_serve(db: Path, log: Path, *args: str, env: dict[str, str] | None = None, wait: bool = True,
+                port: int | None = None) -> Served:
+    """`casebook serve` on `port` (default: a free one) in its own process group; waits for /healthz unless
+    `wait` is False."""
+    port = free_port() if port is None else port
     out = open(log, "w")
     proc = subprocess.Popen([*CASEBOOK, "serve", "--port", str(port), "--db", str(db), "--no-access-log",
                              "--log-level", "warning", *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
@@ -131,6 +133,24 @@ def wait_for_workers(parent: int, count: int, without: set[int]) -> set[int]:
             return pids
         time.sleep(0.1)
     raise AssertionError(f"workers of {parent}: {worker_pids(parent)}, expected {count} new ones")
+
+
+def alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie (an orphan's zombie may wait for a reaper that never comes)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def listening(port: int) -> bool:
+    """Whether anything accepts a TCP connection on 127.0.0.1:port."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 def health(url: str) -> httpx.Response:
@@ -519,3 +539,56 @@ def test_sigterm_under_load_drains_without_5xx(served):
             t.join(timeout=60)
     print(f"{len(statuses)} answers, {len(errors)} connection errors after SIGTERM: {sorted(set(errors))}")
     assert len(statuses) >= 20 and set(statuses) == {200}      # no 5xx, nor any other failure
+
+
+# ---------------------------------------------------------------------------- the supervisor killed (audit 27, 7)
+
+def test_a_killed_supervisor_takes_its_workers_and_its_copy_along(built_db, tmp_path):
+    """SIGKILL of a 2-worker serve: its workers stop serving and exit (they die with their parent), and the
+    next serve on the same port starts and removes the private copy the dead one left behind."""
+    db = copy_store(built_db, tmp_path / "store.duckdb")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    env = {"CASEBOOK_RUNTIME_DIR": str(runtime)}
+    first = start_serve(db, tmp_path / "first.log", "--workers", "2", "--no-build", env=env)
+    try:
+        copy = private_copy(first.text())
+        assert copy.parent.parent == runtime
+        workers = wait_for_workers(first.proc.pid, 2, without=set())
+        os.kill(first.proc.pid, signal.SIGKILL)
+        first.proc.wait(timeout=30)
+        for _ in range(300):
+            if not any(alive(p) for p in workers) and not listening(first.port):
+                break
+            time.sleep(0.1)
+        assert not [p for p in workers if alive(p)], "workers outlived their supervisor"
+        assert not listening(first.port), "the port is still served without a supervisor"
+        assert copy.exists()                               # nobody was left to remove it
+
+        second = start_serve(db, tmp_path / "second.log", "--workers", "2", "--no-build", env=env, port=first.port)
+        try:
+            assert health(second.url).status_code == 200
+            assert not copy.parent.exists(), "the dead server's private copy is still there"
+            mine = private_copy(second.text())
+            assert mine.exists() and [p.name for p in runtime.iterdir()] == [mine.parent.name]
+            # a running server's copy is never taken for a stale one: a third start (port taken) leaves it
+            r = serve_exit(db, "--no-build", "--port", str(first.port), env=env)
+            assert r.returncode == 3, r.stderr
+            assert mine.exists() and health(second.url).status_code == 200
+        finally:
+            assert stop(second) == 0, second.text()
+        assert not list(runtime.iterdir())
+    finally:
+        try:
+            os.killpg(first.proc.pid, signal.SIGKILL)       # whatever of the first server is left
+        except ProcessLookupError:
+            pass
+
+
+def test_a_worker_whose_parent_is_not_its_supervisor_stops_itself():
+    """The parent watch behind PR_SET_PDEATHSIG (other systems, or a parent gone before the worker asked):
+    a process told its supervisor is a pid that is not its parent sends itself SIGTERM."""
+    code = ("import os, time; from api.server import die_with_parent; die_with_parent(os.getppid() + 1); "
+            "time.sleep(60)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert r.returncode == -signal.SIGTERM, r.stderr
