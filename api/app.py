@@ -16,7 +16,7 @@ from api import schemas as S
 from api.docs import mount as mount_docs
 from api.llms import llms_txt
 from api.middleware import (BodyLimitMiddleware, HeadMiddleware, McpGuard, PlainErrorsMiddleware,
-                            SecurityHeadersMiddleware, allowed_methods)
+                            SecurityHeadersMiddleware, allowed_methods, relative_slash_redirects)
 from api.problems import problem, problem_responses, pydantic_errors
 from api.routes import calculators, calibration, cases, facts, measurements, search
 from api.routes.common import NotFound
@@ -115,6 +115,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     _include_optional(app)
     _guard_mcp(app)
+    relative_slash_redirects(app)   # `/x/` -> `/x` with a relative Location, never one built from Host
     _tidy_openapi(app)
     return app
 

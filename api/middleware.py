@@ -3,7 +3,9 @@ errors, the MCP endpoint's guard (Host/Origin, POST only) and security headers o
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
+import re
 from http import HTTPStatus
 from typing import Any
 
@@ -285,14 +287,49 @@ def _split_port(value: str) -> tuple[str, str | None]:
     return (host, port) if sep else (value, None)
 
 
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::([0-9]{1,5}))?")
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+
+
+def parse_host(value: str) -> tuple[str, str | None] | None:
+    """A Host value `host[:port]` as (host, port or None), lower case: the host a DNS name, an IPv4 literal or a
+    bracketed IPv6 literal, the port digits up to 65535. None for anything else (userinfo such as
+    `127.0.0.1:8000@evil`, a path, spaces, two ports, an empty port, a bad literal)."""
+    m = _HOST.fullmatch(value.lower())
+    if m is None:
+        return None
+    host, port = m.group(1), m.group(2)
+    if port is not None and int(port) > 65535:
+        return None
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            return None
+        return host, port
+    name = host.removesuffix(".")
+    labels = name.split(".")
+    if not name or len(name) > 253:
+        return None
+    if all(label.isdigit() for label in labels):      # all digits: an IPv4 literal or nothing
+        try:
+            ipaddress.IPv4Address(name)
+        except ValueError:
+            return None
+    elif not all(_LABEL.fullmatch(label) for label in labels):
+        return None
+    return host, port
+
+
 def host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
-    """Whether a Host header matches one entry: `*`, a bare host name (any port), `host:*` or `host:port`."""
-    host = host.strip().lower()
-    if not host:
+    """Whether a Host header matches one entry: `*`, a bare host name (any port), `host:*` or `host:port`.
+    A malformed value (see parse_host) matches none, not even `*`."""
+    parsed = parse_host(host.strip())
+    if parsed is None:
         return False
     if "*" in allowed:
         return True
-    name, port = _split_port(host)
+    name, port = parsed
     for entry in allowed:
         e_name, e_port = _split_port(entry)
         if e_name == name and (e_port in (None, "*") or e_port == port):
@@ -306,16 +343,19 @@ def origin_allowed(origin: str, allowed: tuple[str, ...]) -> bool:
     if "*" in allowed or origin in allowed:
         return True
     scheme, sep, rest = origin.partition("://")
-    if not sep:
+    parsed = parse_host(rest) if sep and scheme in ("http", "https") else None
+    if parsed is None:
         return False
-    name, _ = _split_port(rest)
+    name, _ = parsed
     return any(entry == f"{scheme}://{name}:*" for entry in allowed)
 
 
 class McpGuard:
     """Wraps the stateless MCP endpoint: a Host or Origin not on the allowed lists is refused (421 / 403 problem;
     DNS-rebinding protection), and every method but POST gets a 405 with `Allow: POST` (a stateless server has no
-    stream to offer on GET, and an SSE stream that never ends would only hold the connection)."""
+    stream to offer on GET, and an SSE stream that never ends would only hold the connection). A request with
+    no Host, a malformed one (`parse_host`) or more than one is refused first (400, as RFC 9112 asks): a
+    value like `127.0.0.1:8000@evil` must not pass for 127.0.0.1, nor a second Host hide behind an allowed one."""
 
     allowed_methods = ("POST",)
 
@@ -327,8 +367,19 @@ class McpGuard:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = {k.lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-        host = headers.get(b"host", "")
+        raw = [(k.lower(), v.decode("latin-1")) for k, v in scope.get("headers", [])]
+        headers = dict(raw)
+        hosts = [v for k, v in raw if k == b"host"]
+        if len(hosts) != 1:
+            return await send_problem(
+                send, 400, "Bad Host header",
+                f"a request to MCP needs exactly one Host header, not {len(hosts)}", kind="bad-host")
+        host = hosts[0]
+        if parse_host(host.strip()) is None:
+            return await send_problem(
+                send, 400, "Bad Host header",
+                f"the Host header {host!r} is not host[:port] (a host name or an IP literal, then an optional "
+                "port)", kind="bad-host")
         if not host_allowed(host, self.hosts):
             return await send_problem(
                 send, 421, "Host not allowed",
@@ -347,6 +398,34 @@ class McpGuard:
                 f"{scope['method']} is not allowed on {scope.get('path', '/mcp')}: the MCP server is stateless and "
                 f"offers no event stream; send JSON-RPC messages with POST", headers=[(b"allow", allow.encode())])
         await self.app(scope, receive, send)
+
+
+def relative_slash_redirects(app) -> None:
+    """Answer `/path/` with a redirect to `/path` (and the reverse) as Starlette's `redirect_slashes` does (307,
+    query kept), but with a relative Location: Starlette builds an absolute URL from the Host header, so a
+    forged Host was echoed (`Location: http://evil.example/...`). Turns the router's own redirects off."""
+    from starlette._utils import get_route_path
+    from starlette.responses import RedirectResponse
+    from starlette.routing import Match
+
+    router = app.router
+    router.redirect_slashes = False
+    fallback = router.default
+
+    async def default(scope, receive, send):
+        if scope["type"] == "http" and get_route_path(scope) != "/":
+            path = scope["path"]
+            other = {**scope, "path": path.rstrip("/") if path.endswith("/") else path + "/"}
+            if any(route.matches(other)[0] is not Match.NONE for route in router.routes):
+                target = "/" + other["path"].lstrip("/")      # never `//host`: that would leave the site
+                target = target.replace("?", "%3F").replace("#", "%23").replace("\\", "%5C")
+                query = scope.get("query_string", b"")
+                if query:
+                    target += "?" + query.decode("latin-1")
+                return await RedirectResponse(target)(scope, receive, send)
+        await fallback(scope, receive, send)
+
+    router.default = default
 
 
 HTML_HEADERS = [

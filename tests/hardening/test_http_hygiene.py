@@ -142,6 +142,61 @@ def test_mcp_allowed_hosts_and_origins_come_from_the_environment(monkeypatch):
     assert not origin_allowed("http://127.0.0.1.evil.example:80", ("http://127.0.0.1:*",))
 
 
+# --------------------------------------------------------------------------- Host (audit 27, 8)
+
+def test_slash_redirects_are_relative_whatever_the_host(client):
+    """A trailing-slash redirect names the path only: never the request's Host (nor its scheme)."""
+    for host in ("evil.example", "127.0.0.1:8000@evil.example", "testserver"):
+        r = client.get("/api/v1/models/", headers={"host": host}, follow_redirects=False)
+        assert r.status_code == 307 and r.headers["location"] == "/api/v1/models", (host, r.headers)
+    r = client.get("/api/v1/models/?limit=2&q=qwen", headers={"host": "evil.example"}, follow_redirects=False)
+    assert r.status_code == 307 and r.headers["location"] == "/api/v1/models?limit=2&q=qwen"
+    r = client.post("/api/v1/calculators/kv-cache/", headers={"host": "evil.example"}, follow_redirects=False,
+                    json={"model": "qwen3-8b", "tokens": 8192})
+    assert r.status_code == 307 and r.headers["location"] == "/api/v1/calculators/kv-cache"   # 307 keeps the POST
+    r = client.get("/api/v1/models/", follow_redirects=True)
+    assert r.status_code == 200 and r.json()["items"]                # the redirect still leads there
+    assert client.get("/no-such-page/", follow_redirects=False).status_code == 404
+    assert client.get("/", follow_redirects=False).status_code == 200
+
+
+def test_slash_redirects_of_a_live_server_are_relative(server):
+    """The audit's request, over a socket: `Host: evil.example` is not echoed in Location."""
+    status, headers, _ = status_and_body(raw_exchange(
+        server, b"GET /api/v1/models/ HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n", []))
+    assert status == 307 and headers["location"] == "/api/v1/models", headers
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8000@evil.example", "localhost@evil.example", "127.0.0.1:80:80",
+                                  "127.0.0.1:99999", "127.0.0.1:", "127.0.0.1 :80", "[::1", "[::1]x", "[evil]:80",
+                                  "local_host", "a..b", "-localhost", "evil.example/x", "1.2.3", "999.0.0.1", ""])
+def test_mcp_refuses_a_malformed_host(host):
+    """The MCP guard parses Host as host[:port] (a host name, an IPv4 literal or a bracketed IPv6 literal, a port
+    of digits up to 65535) and refuses anything else with 400, even when a prefix of it is allowed."""
+    tc = TestClient(McpGuard(PlainTextResponse("reached"), hosts=("localhost", "127.0.0.1", "[::1]"), origins=()))
+    body = problem(tc.post("/mcp", headers={"host": host}), 400)
+    assert "Host" in body["detail"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8000", "localhost", "LOCALHOST:1", "[::1]:8000", "[::1]"])
+def test_mcp_still_answers_well_formed_allowed_hosts(host):
+    tc = TestClient(McpGuard(PlainTextResponse("reached"), hosts=("localhost", "127.0.0.1", "[::1]"), origins=()))
+    assert tc.post("/mcp", headers={"host": host}).text == "reached"
+
+
+@pytest.mark.parametrize("hosts", [(b"evil.example", b"127.0.0.1"), (b"127.0.0.1", b"evil.example"),
+                                   (b"127.0.0.1", b"127.0.0.1")])
+def test_mcp_refuses_duplicate_host_headers(server, hosts):
+    """Two Host headers (RFC 9112: 400), whichever comes last, even when both are allowed."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    head = (b"POST /mcp HTTP/1.1\r\nHost: %s\r\nHost: %s\r\nAccept: application/json, text/event-stream\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % (*hosts, len(body)))
+    status, headers, answer = status_and_body(raw_exchange(server, head, [body]))
+    assert status == 400 and headers["content-type"].startswith("application/problem+json"), answer[:300]
+    assert b"Host" in answer
+
+
 # --------------------------------------------------------------------------- slow and short bodies
 
 def test_a_body_shorter_than_its_content_length_times_out(server):
