@@ -17,7 +17,7 @@ from api.docs import mount as mount_docs
 from api.llms import llms_txt
 from api.middleware import (BodyLimitMiddleware, HeadMiddleware, McpGuard, PlainErrorsMiddleware,
                             SecurityHeadersMiddleware, allowed_methods, relative_slash_redirects)
-from api.problems import problem, problem_responses, pydantic_errors
+from api.problems import omitted_text, problem, problem_responses, pydantic_errors
 from api.routes import calculators, calibration, cases, facts, measurements, search
 from api.routes.common import NotFound
 from api.routes import export as export_routes
@@ -185,9 +185,11 @@ def _install_error_handlers(app: FastAPI) -> None:
         if any(e.get("type") == "json_invalid" for e in raw):
             syntax = next(e for e in errors if e["type"] == "json_invalid")
             return problem(422, "Malformed JSON", f"the body is not valid JSON: {syntax['message']}", kind="json-syntax",
-                           errors=errors, instance=request.url.path)
+                           errors=list(errors), instance=request.url.path)
         detail = "invalid field(s): " + "; ".join(f"{e['field']}: {e['message']}" for e in errors)
-        return problem(422, "Invalid request", detail, kind="validation", errors=errors, instance=request.url.path)
+        detail += omitted_text(errors.omitted)
+        return problem(422, "Invalid request", detail, kind="validation", errors=list(errors), instance=request.url.path,
+                       errors_omitted=errors.omitted or None)
 
     @app.exception_handler(NotFound)
     async def on_not_found(request: Request, exc: NotFound):

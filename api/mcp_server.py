@@ -318,9 +318,11 @@ def _problem_text(what: str, problem: dict, body: Any, model: type[BaseModel] | 
     if not errors:
         return f"{head}: {problem.get('detail', '')}"
     lines = [_fix_text(e, body, model, ids) for e in errors]
-    if len(lines) == 1:
+    omitted = problem.get("errors_omitted") or {}   # the runner lists a bounded number of errors per field
+    more = ("\n- and " + ", ".join(f"{n} more on {f}" for f, n in omitted.items())) if omitted else ""
+    if len(lines) == 1 and not more:
         return f"{head}: {lines[0]}"
-    return f"{head}, {len(lines)} fields to fix:\n" + "\n".join(f"- {line}" for line in lines)
+    return f"{head}, {len(lines) + sum(omitted.values())} fields to fix:\n" + "\n".join(f"- {line}" for line in lines) + more
 
 
 def _validate(model: type[BaseModel], arguments: dict, tool: str, ids: _Ids) -> BaseModel:

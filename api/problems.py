@@ -9,7 +9,9 @@ from api.responses import dumps
 
 from api.urls import COLLECTIONS, urls
 # The field naming rule is the runner's, so REST, batch and MCP name fields the same way.
-from calculators.framework.runner import RunError, field_errors, field_name, json_syntax_message  # noqa: F401
+from calculators.framework.runner import (  # noqa: F401
+    FieldErrors, MAX_ERRORS, MAX_ERRORS_PER_FIELD, RunError, field_errors, field_name, json_syntax_message, omitted_text,
+)
 
 PROBLEM_TYPE = "https://casebook.invalid/problems/"
 
@@ -56,16 +58,35 @@ def run_error_body(err: RunError) -> dict:
         body["see"] = see
     if err.suggestions:
         body["suggestions"] = list(err.suggestions)
+    if err.omitted:
+        body["errors_omitted"] = dict(err.omitted)
     body.update(err.extensions)
     return body
 
 
 def pydantic_errors(errors: Sequence[dict], prefix: Sequence[Any] = (), model: type | None = None,
-                    text: str | bytes | None = None) -> list[dict]:
+                    text: str | bytes | None = None) -> FieldErrors:
     """Pydantic/FastAPI errors as `{field, in, message, type, suggestions?}` items (the runner's field errors).
     `model` is the body's model (unknown fields then name the nearest real one); `text` the body as sent
-    (a JSON syntax error then says at which line and column)."""
-    return [e.as_dict() for e in field_errors(errors, prefix, model, text)]
+    (a JSON syntax error then says at which line and column). Bounded like the runner's: a list of at most
+    MAX_ERRORS items whose `omitted` counts, per field, the errors left out (a problem's `errors_omitted`)."""
+    found = field_errors(errors, prefix, model, text)
+    return FieldErrors([e.as_dict() for e in found], found.omitted)
+
+
+#: a batch answers the full problem of its first failed items only; later failed items say title, status and
+#: how many errors they had (`errors_count`), so that 1,000 invalid items answer a bounded body
+MAX_DETAILED_FAILURES = 20
+
+
+def brief_problem(body: dict) -> dict:
+    """A failed batch item's problem without its field errors: type, title, status, a short detail and the count."""
+    count = len(body.get("errors") or []) + sum((body.get("errors_omitted") or {}).values())
+    brief = {k: body[k] for k in ("type", "title", "status") if k in body}
+    brief["detail"] = (f"{count} error{'s' if count != 1 else ''}; a batch gives the field errors of its first "
+                       f"{MAX_DETAILED_FAILURES} failed items only: send this item alone to see them")
+    brief["errors_count"] = count
+    return brief
 
 
 #: What every operation may answer besides its success: one RFC 9457 `Problem` schema for each status, so
@@ -76,7 +97,9 @@ PROBLEM_STATUSES = {
          "ones (`suggestions`).",
     413: "Request body over the size limit.",
     422: "Invalid input: `errors` names each field, why it is wrong and, where it can, what was meant "
-         "(`suggestions`); a JSON syntax error is reported on the field `body` with its line and column.",
+         "(`suggestions`); a JSON syntax error is reported on the field `body` with its line and column. At most "
+         f"{MAX_ERRORS_PER_FIELD} errors per field and {MAX_ERRORS} in all are listed; `errors_omitted` counts the "
+         "others per field.",
 }
 
 

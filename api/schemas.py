@@ -11,6 +11,7 @@ from typing import Any, Generic, Optional, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from api.problems import MAX_DETAILED_FAILURES, MAX_ERRORS, MAX_ERRORS_PER_FIELD
 from knowledge import records as R
 
 T = TypeVar("T")
@@ -143,6 +144,12 @@ class Problem(BaseModel):
     errors: Optional[list[FieldError]] = Field(None, description="Field-level errors (400 and 422).")
     see: Optional[str] = Field(None, description="For an unknown id or name: the list to choose from.")
     suggestions: Optional[list[str]] = Field(None, description="For an unknown id or name: the closest known ones.")
+    errors_omitted: Optional[dict[str, int]] = Field(None, description=(
+        f"Errors left out of `errors`, counted per request field (at most {MAX_ERRORS_PER_FIELD} are listed per field "
+        f"and {MAX_ERRORS} in all)."))
+    errors_count: Optional[int] = Field(None, description=(
+        f"In a batch, for a failed item past the first {MAX_DETAILED_FAILURES}: how many errors it had (its `errors` "
+        "are not listed)."))
 
 
 class BatchItem(BaseModel):

@@ -18,7 +18,7 @@ from starlette.responses import Response
 from api import schemas as S
 from api.deps import get_store
 from api.markdown import render_markdown, wants_markdown
-from api.problems import ProblemResponse, problem_body
+from api.problems import MAX_DETAILED_FAILURES, ProblemResponse, brief_problem, problem_body
 from api.requests import OrjsonRoute
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound
@@ -79,7 +79,8 @@ def get_calculator(name: str = Path(max_length=100), store: Store = Depends(get_
 @router.post("/calculators:batch", response_model=S.BatchResponse, summary="Run many calculator requests",
              description="Up to 1,000 calculator requests in one call, answered in order; each item succeeds or "
                          "fails on its own (`status` 200 with `response`, or 4xx with a `problem`; an item over a "
-                         "work limit is a 413 item). The batch is one request for the limits: the costs of its "
+                         "work limit is a 413 item; past the first " + str(MAX_DETAILED_FAILURES) + " failed items, "
+                         "a failed item's problem gives its title, status and `errors_count` only). The batch is one request for the limits: the costs of its "
                          "items are summed, and a batch over a limit is refused as a whole with 413.\n\n"
                          + limits.describe_limits(), responses=LIMIT_RESPONSES)
 def run_batch(batch: S.BatchRequest, store: Store = Depends(get_store)) -> Response:
@@ -111,13 +112,16 @@ def _prepared(name: str, body: dict) -> tuple[Any, limits.Cost | None]:
 
 
 def _run_items(items: list[S.BatchItem], bodies: list[Any], store: Store) -> list[dict]:
-    """Every item of a batch, one after the other on this thread."""
-    results = []
+    """Every item of a batch, one after the other on this thread. The first MAX_DETAILED_FAILURES failed items
+    answer their full (bounded) problem, later ones `brief_problem`: title, status and how many errors."""
+    results, failed = [], 0
     for item, body in zip(items, bodies):
         try:
             results.append({"status": 200, "response": calculate_here(item.calculator, body, store)})
         except CalculationFailed as exc:
-            results.append({"status": exc.status, "problem": exc.body})
+            failed += 1      # past the first failures, an item's problem is brief: the answer stays bounded
+            problem = exc.body if failed <= MAX_DETAILED_FAILURES else brief_problem(exc.body)
+            results.append({"status": exc.status, "problem": problem})
     return results
 
 

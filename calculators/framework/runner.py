@@ -29,6 +29,17 @@ from calculators.framework.suggest import close_matches, phrase
 #: how a front end points at the list of a record kind (a URL, an MCP tool name), or None for no pointer
 Pointer = Callable[[str], str | None] | None
 
+#: at most this many errors are reported for one request field (`tokens` with its list elements `tokens[i]`);
+#: the rest are counted in `FieldErrors.omitted` (the problem's `errors_omitted`), so that 20,000 invalid sweep
+#: values answer a small problem, not one entry each
+MAX_ERRORS_PER_FIELD = 20
+#: at most this many errors in one problem, over all its fields
+MAX_ERRORS = 50
+#: the key of `omitted` for the errors of fields past the first MAX_ERRORS named there (many unknown keys)
+OTHER_FIELDS = "(other fields)"
+#: a field name (an unknown key as sent) is quoted up to this many characters
+MAX_FIELD_CHARS = 200
+
 
 @dataclass
 class FieldError:
@@ -68,6 +79,40 @@ class FieldError:
         return d
 
 
+class FieldErrors(list):
+    """The field errors of one request, bounded: at most MAX_ERRORS_PER_FIELD per top-level field and MAX_ERRORS
+    in all, first come first kept; `omitted` counts the errors left out per top-level field (`{"tokens": 19981}`)."""
+
+    def __init__(self, errors=(), omitted: dict[str, int] | None = None):
+        super().__init__(errors)
+        self.omitted: dict[str, int] = dict(omitted or {})
+
+    def omit(self, top: str) -> None:
+        """Count one error on `top` as left out (past MAX_ERRORS fields named, the rest are `OTHER_FIELDS`)."""
+        if top not in self.omitted and len(self.omitted) >= MAX_ERRORS:
+            top = OTHER_FIELDS
+        self.omitted[top] = self.omitted.get(top, 0) + 1
+
+    @property
+    def total(self) -> int:
+        """How many errors the request had, reported or not."""
+        return len(self) + sum(self.omitted.values())
+
+
+def top_field(name: str) -> str:
+    """The request field an error is on: `tokens[3]` -> `tokens`, `candidates[0].pass_rate` -> `candidates`."""
+    return re.split(r"[.\[]", name, maxsplit=1)[0] or name
+
+
+def omitted_text(omitted: dict[str, int]) -> str:
+    """'; and 19981 more errors not shown (tokens: 19981; see errors_omitted)' or ''."""
+    if not omitted:
+        return ""
+    n = sum(omitted.values())
+    per = ", ".join(f"{k}: {v}" for k, v in omitted.items())
+    return f"; and {n} more error{'s' if n != 1 else ''} not shown ({per}; see errors_omitted)"
+
+
 @dataclass
 class RunError(Exception):
     """A request that cannot be answered; `status` follows HTTP (404, 413, 422, 500)."""
@@ -81,15 +126,18 @@ class RunError(Exception):
     see: str | None = None                                 # for a 404: the kind of list to choose from
     extensions: dict = field(default_factory=dict)         # for a 413 over a limit: the limit, the cost, the advice
     lead: str | None = None                                # given: the detail is `lead: field: message; …` of the errors
+    omitted: dict[str, int] = field(default_factory=dict)  # errors left out of `errors`, per field (FieldErrors)
 
     def __post_init__(self) -> None:
+        if not self.omitted and isinstance(self.errors, FieldErrors):
+            self.omitted = dict(self.errors.omitted)
         if self.lead is not None:
             self.detail = self.describe()
 
     def describe(self, pointer: Pointer = None) -> str:
         """The detail for a person, with the front end's pointers (`pointer(kind)`: a URL, a tool name)."""
         if self.lead is not None:
-            parts = "; ".join(f"{e.field}: {e.text(pointer)}" for e in self.errors)
+            parts = "; ".join(f"{e.field}: {e.text(pointer)}" for e in self.errors) + omitted_text(self.omitted)
             return f"{self.lead}: {parts}" if self.lead else parts
         where = pointer(self.see) if pointer and self.see else None
         if where:
@@ -126,19 +174,26 @@ def field_name(loc: Sequence[Any]) -> str:
 
 
 def field_errors(errors: Sequence[dict], prefix: Sequence[Any] = (), model: type[BaseModel] | None = None,
-                 text: str | bytes | None = None) -> list[FieldError]:
+                 text: str | bytes | None = None) -> FieldErrors:
     """Pydantic errors as FieldErrors, one per field (a scalar-or-list field fails once per union member:
     the first reason is kept). Each says how to fix it: an unknown field names the nearest real field of
     `model` (the request model, when known), a bad choice the nearest allowed value, a JSON syntax error
-    where it is (line and column when `text`, the body as sent, is given)."""
-    out: list[FieldError] = []
+    where it is (line and column when `text`, the body as sent, is given).
+
+    Bounded: at most MAX_ERRORS_PER_FIELD errors per top-level field and MAX_ERRORS in all are kept; the others
+    are counted per field in the answer's `omitted`."""
+    out = FieldErrors()
     seen: set[str] = set()
+    per_field: dict[str, int] = {}
     tags = _model_tags()
     for e in errors:
         loc = tuple(prefix) + tuple(e.get("loc", ()))
         where = loc[0] if loc and loc[0] in ("body", "query", "path", "header") else "body"
         kind = e.get("type", "value_error")
         if kind == "json_invalid":       # the location is a character offset into the text, not a field
+            if len(out) >= MAX_ERRORS:
+                out.omit("body")
+                continue
             out.append(FieldError("body", json_syntax_message(e, text), kind, where))
             continue
         parts = loc[1:] if loc and loc[0] in ("query", "path", "header", "body") else loc
@@ -147,6 +202,13 @@ def field_errors(errors: Sequence[dict], prefix: Sequence[Any] = (), model: type
         if name in seen:
             continue
         seen.add(name)
+        if len(name) > MAX_FIELD_CHARS:
+            name = name[:MAX_FIELD_CHARS] + "…"
+        top = top_field(name)
+        per_field[top] = per_field.get(top, 0) + 1
+        if per_field[top] > MAX_ERRORS_PER_FIELD or len(out) >= MAX_ERRORS:
+            out.omit(top)
+            continue
         message, suggestions = e.get("msg", "invalid"), []
         if kind == "extra_forbidden" and parts and isinstance(parts[-1], str):
             message, suggestions = _unknown_field(str(parts[-1]), _fields_at(model, parts[:-1]))
