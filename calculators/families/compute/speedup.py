@@ -64,8 +64,11 @@ def _rate(m: Measurement, loc: tuple, res: Result) -> float:
         raise CalcInputError((*loc, "work"), "work only applies with time_s")
     name = m.label or ".".join(str(p) for p in loc)
     if m.time_s is not None:
-        return res.step(f"{name}: rate", "rate = work / time", f"{num(m.work)} / {num(m.time_s)} s",
-                        m.work / m.time_s, "work/s")
+        rate = np.float64(m.work) / np.float64(m.time_s)     # may overflow to inf (null in the answer)
+        if rate == 0:      # a subnormal work over a long time underflows: there is no rate to compare
+            raise CalcInputError((*loc, "work"), f"too small for time_s = {num(m.time_s)} s: work / time_s "
+                                 "underflows to 0; give the rate (rate_per_s) or larger units of work")
+        return res.step(f"{name}: rate", "rate = work / time", f"{num(m.work)} / {num(m.time_s)} s", rate, "work/s")
     if m.rate_per_s is not None:
         return m.rate_per_s
     return m.speedup
@@ -80,7 +83,15 @@ def _pair(i: int, pr: SpeedupPair, res: Result) -> dict:
     rb = _rate(pr.baseline, (*loc, "baseline"), res)
     rn = _rate(pr.new, (*loc, "new"), res)
     name = pr.label or f"pair {i + 1}"
-    s = res.step(f"{name}: speed-up", "S = rate_new / rate_base", f"{num(rn)} / {num(rb)}", rn / rb, "×")
+    # NumPy floats: a ratio past the float range is inf (null in the answer) instead of an exception
+    ratio = np.float64(rn) / np.float64(rb)
+    if ratio == 0:     # rates 1e300 apart: the speed-up underflows, and 1/S (the time ratio) has no value
+        if np.isinf(rb):
+            raise CalcInputError((*loc, "baseline"), "the baseline rate overflows (work / time_s is past the float "
+                                 "range): give a longer time_s, less work or the rate_per_s")
+        raise CalcInputError((*loc, "new"), f"the speed-up underflows to 0: the new rate ({num(rn)}/s) is too small "
+                             f"next to the baseline's ({num(rb)}/s) to compare")
+    s = res.step(f"{name}: speed-up", "S = rate_new / rate_base", f"{num(rn)} / {num(rb)}", ratio, "×")
     gain = res.step(f"{name}: throughput gain", "S − 1", f"{num(s)} − 1", s - 1.0, "fraction")
     cut = res.step(f"{name}: time reduction for the same work", "1 − 1/S", f"1 − 1/{num(s)}", 1.0 - 1.0 / s, "fraction")
     o = {"label": name, "baseline_rate": rb, "new_rate": rn, "speedup": s, "throughput_gain": gain,
