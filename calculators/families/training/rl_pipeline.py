@@ -175,8 +175,8 @@ class RlPipelineExtraRolloutOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     total_usd_per_h: float = Field(description="base + extra instances × their price, USD/h.")
     break_even_multiplier: float = Field(description="total / base: the throughput gain that pays for the extras.")
-    cost_per_work_ratio: list[float] = Field(description="break-even / each throughput multiplier (< 1: cheaper per "
-                                             "unit of work).")
+    cost_per_work_ratio: list[float | None] = Field(description="break-even / each throughput multiplier (< 1: cheaper "
+                                                    "per unit of work; null where the ratio overflows).")
 
 
 class RlPipelineOutputs(BaseModel):
