@@ -44,7 +44,7 @@ class OverlapWhatIfOut(BaseModel):
     busy_s: dict[str, OverlapNum] = Field(description="Work of each stage in the variant, by stage name, s.")
     first_start_s: dict[str, OverlapNum] = Field(description="When the first item starts at each stage, by stage "
                                                  "name, s.")
-    staging_bytes: float = Field(description="Configured staging memory of the variant, B.")
+    staging_bytes: float | None = Field(description="Configured staging memory of the variant, B.")
     staging_bytes_needed: OverlapNum = Field(description="Staging memory with the buffers it needs, B.")
     fits_budget: bool | list[bool] | None = Field(None, description="The variant's makespan ≤ budget_s (with budget_s).")
     budget_margin_s: OverlapNum = Field(None, description="budget_s − the variant's makespan, s (with budget_s).")
@@ -70,7 +70,7 @@ class OverlapTimelineOutputs(BaseModel):
     exposed_s: dict[str, OverlapNum] = Field(description="How much each stage lengthens the makespan, by stage name, s.")
     first_start_s: dict[str, OverlapNum] = Field(description="When the first item starts at each stage, by stage "
                                                  "name, s.")
-    staging_bytes: float = Field(description="Memory of the configured buffer slots plus scratch, B.")
+    staging_bytes: float | None = Field(description="Memory of the configured buffer slots plus scratch, B.")
     staging_bytes_needed: OverlapNum = Field(description="Memory of the buffers needed to keep the bottleneck busy, "
                                              "plus scratch, B.")
     method: OverlapMethod = Field(description="How the makespan was found.")

@@ -236,9 +236,9 @@ class SpeedupOutputs(BaseModel):
 class ScalingPointOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     devices: int = Field(description="Devices of the run.")
-    per_device_rate: float = Field(description="Total rate / devices, per second per device.")
+    per_device_rate: float | None = Field(description="Total rate / devices, per second per device.")
     speedup: float | None = Field(description="Rate / the reference's rate, × (null where it overflows).")
-    ideal_speedup: float = Field(description="Devices / the reference's devices (linear scaling), ×.")
+    ideal_speedup: float | None = Field(description="Devices / the reference's devices (linear scaling), ×.")
     efficiency: float | None = Field(description="Per-device rate / the reference's (1 = linear scaling).")
 
 

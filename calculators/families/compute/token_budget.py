@@ -186,12 +186,12 @@ class PackedLossMeanOutputs(BaseModel):
     """Outputs of packed-loss-mean, in the unit of the per-token values."""
 
     model_config = ConfigDict(extra="forbid")
-    token_mean: float = Field(description="Token-weighted mean Σ nᵢ·gᵢ / Σ nᵢ.")
-    group_mean: float = Field(description="Mean of the per-sequence means Σ gᵢ / k.")
-    difference: float = Field(description="group_mean − token_mean.")
-    total_tokens: float = Field(description="Label tokens in all, Σ nᵢ (a whole number, written as a float).")
-    token_weights: list[float] = Field(description="Weight of each sequence in the token mean, nᵢ / Σ n.")
-    group_weights: list[float] = Field(description="Weight of each sequence in the group mean, 1 / k.")
+    token_mean: float | None = Field(description="Token-weighted mean Σ nᵢ·gᵢ / Σ nᵢ.")
+    group_mean: float | None = Field(description="Mean of the per-sequence means Σ gᵢ / k.")
+    difference: float | None = Field(description="group_mean − token_mean.")
+    total_tokens: float | None = Field(description="Label tokens in all, Σ nᵢ (a whole number, written as a float).")
+    token_weights: list[float | None] = Field(description="Weight of each sequence in the token mean, nᵢ / Σ n.")
+    group_weights: list[float | None] = Field(description="Weight of each sequence in the group mean, 1 / k.")
 
 
 CALCULATORS = [

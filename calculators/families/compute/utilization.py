@@ -125,8 +125,8 @@ class UtilizationSplitOutputs(BaseModel):
 class InstanceFitPlacementOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = Field(description="The placement's label.")
-    per_instance_bytes: float = Field(description="Local parts + overhead of one instance, B.")
-    total_bytes: float = Field(description="instances × per instance + shared, B.")
+    per_instance_bytes: float | None = Field(description="Local parts + overhead of one instance, B.")
+    total_bytes: float | None = Field(description="instances × per instance + shared, B.")
     max_instances: int | None = Field(description="Whole instances the budget holds, floor((budget − shared) / per "
                                       "instance) (null when an instance takes no bytes).")
     fits: bool = Field(description="total_bytes ≤ budget_bytes.")

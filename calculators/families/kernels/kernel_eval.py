@@ -239,19 +239,19 @@ class SoftmaxMergeOutputs(BaseModel):
     """Outputs of softmax-merge: attention outputs of one query, in the unit of the values."""
 
     model_config = ConfigDict(extra="forbid")
-    exact: float = Field(description="Exact softmax output Σ e^s·v / Σ e^s.")
-    online: float = Field(description="Output of the online (blockwise) recurrence; equals `exact` to round-off.")
-    online_error: float = Field(description="online − exact.")
+    exact: float | None = Field(description="Exact softmax output Σ e^s·v / Σ e^s.")
+    online: float | None = Field(description="Output of the online (blockwise) recurrence; equals `exact` to round-off.")
+    online_error: float | None = Field(description="online − exact.")
     inverted_rescale: float | None = Field(description="Output when the accumulator is rescaled by 1/r instead of r "
                                            "(null when that overflows).")
     inverted_error: float | None = Field(description="inverted_rescale − exact (null when it overflows).")
-    block_outputs: list[float] = Field(description="Each block's own normalised output, in block order.")
-    mean_of_block_outputs: float = Field(description="Plain mean of the block outputs (drops the normalisers).")
+    block_outputs: list[float | None] = Field(description="Each block's own normalised output, in block order.")
+    mean_of_block_outputs: float | None = Field(description="Plain mean of the block outputs (drops the normalisers).")
 
 
 class ToleranceGroupOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    abs_error: float = Field(description="|actual − reference| of the group's elements.")
+    abs_error: float | None = Field(description="|actual − reference| of the group's elements.")
     allowed: float | None = Field(description="atol + rtol·|reference| (null when it overflows).")
     matched: bool = Field(description="abs_error ≤ allowed.")
 
@@ -263,7 +263,7 @@ class ToleranceMatchOutputs(BaseModel):
     total: int = Field(description="Elements checked (sum of the group counts).")
     matched: int = Field(description="Elements within tolerance.")
     mismatched: int = Field(description="Elements outside tolerance.")
-    matched_ratio: float = Field(description="matched / total, a fraction 0–1.")
+    matched_ratio: float | None = Field(description="matched / total, a fraction 0–1.")
     passes: list[bool] = Field(description="Whether the ratio reaches each required ratio, in request order.")
     groups: list[ToleranceGroupOut] = Field(description="Per element group, in request order.")
 

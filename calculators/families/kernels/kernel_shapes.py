@@ -130,7 +130,7 @@ class AttentionProjectionsOutputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     q_width: int = Field(description="Query projection width, heads × head_dim.")
     kv_width: int = Field(description="Key (= value) projection width, kv_heads × head_dim.")
-    q_over_hidden: float = Field(description="q_width / hidden (1 when the heads span the hidden size).")
+    q_over_hidden: float | None = Field(description="q_width / hidden (1 when the heads span the hidden size).")
     group_in_width: int | None = Field(None, description="Input width of each output group, heads/groups × head_dim "
                                        "(with output_groups > 1).")
     group_concat_width: int | None = Field(None, description="Width of the concatenated group outputs, groups × "
@@ -149,7 +149,7 @@ class BankConflictPitchOut(BaseModel):
     row_rounds: int = Field(description="Bank service rounds of one warp reading along a row.")
     column_rounds: int = Field(description="Bank service rounds of one warp reading down a column (1 = no conflict).")
     padding_bytes: int = Field(description="Bytes above the unpadded tile, B.")
-    padding_fraction: float = Field(description="padding_bytes / unpadded_bytes.")
+    padding_fraction: float | None = Field(description="padding_bytes / unpadded_bytes.")
 
 
 class BankConflictsOutputs(BaseModel):

@@ -87,8 +87,8 @@ class GroupOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None
     count: int = Field(description="Layers in the group.")
-    state_elements: float = Field(description="Recurrent state values per request in the group.")
-    state_bytes: float = Field(description="Recurrent state bytes per request in the group, B.")
+    state_elements: float | None = Field(description="Recurrent state values per request in the group.")
+    state_bytes: float | None = Field(description="Recurrent state bytes per request in the group, B.")
     bytes_per_request: NumSweep = Field(description="History + state bytes of the group per request, B.")
     per_device_bytes_per_request: NumSweep = Field(None, description="The same on one tensor-parallel rank, B.")
     streams: list[StreamOut]
@@ -106,7 +106,7 @@ class KVCacheOutputs(BaseModel):
     state_elements: NumSweep = Field(description="Recurrent state values per request.")
     state_bytes: NumSweep = Field(description="Recurrent state bytes per request, B.")
     kv_format: str = Field(description="Cache format label.")
-    bytes_per_value: float = Field(description="Effective bytes per cached value (scales included), B.")
+    bytes_per_value: float | None = Field(description="Effective bytes per cached value (scales included), B.")
     pages_per_request: NumSweep = Field(None, description="Pages per request (with page_size_tokens).")
     page_bytes: NumSweep = Field(None, description="Bytes of one page of all full-history layers, B.")
     tensor_parallel: int | None = Field(None, description="Ranks (with tensor_parallel).")

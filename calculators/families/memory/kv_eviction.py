@@ -80,7 +80,7 @@ class KVEvictionOutputs(BaseModel):
     kept_recent: EvictCount = Field(description="Recent-window entries kept.")
     kept_heavy_hitters: EvictCount = Field(description="Heavy-hitter entries kept (chosen among the other tokens).")
     fraction_kept: EvictNum = Field(description="kept / context, a fraction (1 for an empty context).")
-    bytes_per_token: float = Field(description="KV bytes per token of the full-history streams, B/token.")
+    bytes_per_token: float | None = Field(description="KV bytes per token of the full-history streams, B/token.")
     bytes_full_per_request: EvictNum = Field(description="KV of one request without eviction (kv-cache bytes), B.")
     bytes_kept_per_request: EvictNum = Field(description="KV of one request under the budget, B.")
     bytes_saved_per_request: EvictNum = Field(description="full − kept per request, B.")

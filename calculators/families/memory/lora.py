@@ -136,17 +136,17 @@ class ModuleOut(BaseModel):
 
 class PolicyOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    completion_s: list[float] = Field(description="Completion time of each request, s.")
-    start_s: list[float] = Field(description="Prefill start of each request, s.")
-    gpu_busy_s: float = Field(description="GPU time spent on prefill, s.")
-    mean_s: float = Field(description="Mean completion, s.")
-    max_s: float = Field(description="Last completion, s.")
-    mean_wait_s: float = Field(description="Mean wait before prefill starts, s.")
+    completion_s: list[float | None] = Field(description="Completion time of each request, s.")
+    start_s: list[float | None] = Field(description="Prefill start of each request, s.")
+    gpu_busy_s: float | None = Field(description="GPU time spent on prefill, s.")
+    mean_s: float | None = Field(description="Mean completion, s.")
+    max_s: float | None = Field(description="Last completion, s.")
+    mean_wait_s: float | None = Field(description="Mean wait before prefill starts, s.")
 
 
 class ScheduleOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    load_end_s: list[float] = Field(description="When each adapter finishes loading, s.")
+    load_end_s: list[float | None] = Field(description="When each adapter finishes loading, s.")
     load_all: PolicyOut
     ready_first: PolicyOut
 
@@ -161,7 +161,7 @@ class LoraOutputs(BaseModel):
     bytes_per_adapter: NumSweep = Field(description="Bytes of one adapter, B.")
     bytes_all_adapters: NumSweep = Field(description="bytes_per_adapter × adapters, B.")
     free_slots: int | None = Field(None, description="gpu_slots − pinned_slots (only with gpu_slots).")
-    base_flops_per_token: float = Field(description="FLOPs per token of the targeted base projections.")
+    base_flops_per_token: float | None = Field(description="FLOPs per token of the targeted base projections.")
     lora_flops_per_token: NumSweep = Field(description="FLOPs per token of the adapter on them.")
     lora_over_base: NumSweep = Field(description="lora_flops_per_token / base_flops_per_token.")
     tokens: IntSweep | None = Field(None, description="Tokens per batch (with tokens_per_adapter).")

@@ -85,7 +85,7 @@ class QuantizationFormatOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     format: str = Field(description="Format name (or the spec's label, 'custom' for bare numbers).")
-    bits_per_value: float = Field(description="Payload bits per value, bit.")
+    bits_per_value: float | None = Field(description="Payload bits per value, bit.")
     effective_bits_per_value: QuantNum = Field(description="All bytes × 8 / values, scales and outliers included, bit.")
     bytes_per_value: QuantNum = Field(description="effective bits / 8, B.")
     payload_bytes: QuantNum = Field(description="values × bits / 8, B.")
@@ -104,11 +104,11 @@ class QuantizationTensorOut(BaseModel):
     values: int = Field(description="Values (elements) of one copy.")
     format: str = Field(description="Format it is stored in.")
     count: int = Field(description="How many times it counts.")
-    effective_bits_per_value: float = Field(description="Bytes × 8 / values of one copy, bit.")
-    payload_bytes: float = Field(description="Payload of one copy, B.")
-    scale_bytes: float = Field(description="Block scales of one copy, B.")
-    bytes_each: float = Field(description="All bytes of one copy, B.")
-    bytes: float = Field(description="count × bytes_each, B.")
+    effective_bits_per_value: float | None = Field(description="Bytes × 8 / values of one copy, bit.")
+    payload_bytes: float | None = Field(description="Payload of one copy, B.")
+    scale_bytes: float | None = Field(description="Block scales of one copy, B.")
+    bytes_each: float | None = Field(description="All bytes of one copy, B.")
+    bytes: float | None = Field(description="count × bytes_each, B.")
 
 
 class QuantizationOutputs(BaseModel):

@@ -115,7 +115,7 @@ WeightCount = int | float
 class WeightMemoryComponentOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     params: WeightCount = Field(description="Parameters of the component (0 when excluded).")
-    bytes: float = Field(description="Its bytes in its format, group scales included, B.")
+    bytes: float | None = Field(description="Its bytes in its format, group scales included, B.")
     format: str = Field(description="Its storage format.")
 
 
@@ -139,7 +139,7 @@ class WeightMemoryPerLayerOut(BaseModel):
     dense_ffn_params: WeightCount = Field(description="Dense FFN parameters of one layer (0 without one).")
     expert_params: WeightCount = Field(description="Parameters of one routed expert.")
     norm_params: WeightCount = Field(description="Norm parameters of one layer.")
-    forward_flops_per_token: float = Field(description="Forward matrix FLOPs per token of an average layer, "
+    forward_flops_per_token: float | None = Field(description="Forward matrix FLOPs per token of an average layer, "
                                            "2 × active matrix params / layers, FLOP.")
 
 
@@ -148,7 +148,7 @@ class WeightMemoryFormatOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     format: str = Field(description="Format name.")
-    bits_per_param: float = Field(description="Average bits per parameter, group scales included, bit.")
+    bits_per_param: float | None = Field(description="Average bits per parameter, group scales included, bit.")
     bytes_total: WeightNum = Field(description="All weights in that format, B.")
     per_device_bytes: WeightNum = Field(description="bytes_total / devices, B (an even split).")
 
@@ -160,9 +160,9 @@ class WeightMemoryTensorOut(BaseModel):
     count: int = Field(description="Identical tensors of this shape.")
     format: str = Field(description="Its storage format.")
     params_each: WeightCount = Field(description="Values of one tensor, the product of the shape.")
-    bytes_each: float = Field(description="Bytes of one tensor, B.")
+    bytes_each: float | None = Field(description="Bytes of one tensor, B.")
     params: WeightCount = Field(description="count × params_each.")
-    bytes: float = Field(description="count × bytes_each, B.")
+    bytes: float | None = Field(description="count × bytes_each, B.")
 
 
 class WeightMemoryOutputs(BaseModel):

@@ -69,11 +69,11 @@ class CollectiveFollowUpOut(BaseModel):
     algorithm: str = Field(description="ring, tree or direct.")
     ranks: int = Field(description="Participants (2 for point_to_point).")
     count: int = Field(description="Identical collectives of this kind in a row.")
-    rounds: float = Field(description="Dependent rounds of one, a whole count.")
-    sent_bytes_per_rank: float = Field(description="Bytes the busiest rank sends in one, B.")
+    rounds: float | None = Field(description="Dependent rounds of one, a whole count.")
+    sent_bytes_per_rank: float | None = Field(description="Bytes the busiest rank sends in one, B.")
     time_s: CollectiveNum = Field(description="Time of one, s (null without a bandwidth).")
     total_time_s: CollectiveNum = Field(description="count × time_s, s.")
-    sent_bytes_per_rank_total: float = Field(description="count × sent bytes per rank, B.")
+    sent_bytes_per_rank_total: float | None = Field(description="count × sent bytes per rank, B.")
 
 
 class CollectiveOutputs(BaseModel):

@@ -161,7 +161,7 @@ class MaxFlowCutEdgeOut(BaseModel):
     from_node: str = Field(description="Node on the source side the edge leaves.")
     to_node: str = Field(description="Node on the sink side the edge enters.")
     label: str | None = Field(description="The edge's label, as given.")
-    capacity: float = Field(description="The edge's capacity, in the graph's rate unit.")
+    capacity: float | None = Field(description="The edge's capacity, in the graph's rate unit.")
 
 
 class MaxFlowEdgeOut(BaseModel):
@@ -169,8 +169,8 @@ class MaxFlowEdgeOut(BaseModel):
     from_node: str = Field(description="Node the edge leaves.")
     to_node: str = Field(description="Node the edge enters.")
     label: str | None = Field(description="The edge's label, as given.")
-    capacity: float = Field(description="The edge's capacity, in the graph's rate unit.")
-    flow: float = Field(description="Flow the edge carries in the maximum flow found, in the graph's rate unit.")
+    capacity: float | None = Field(description="The edge's capacity, in the graph's rate unit.")
+    flow: float | None = Field(description="Flow the edge carries in the maximum flow found, in the graph's rate unit.")
     saturated: bool = Field(description="The flow fills the capacity (to round-off).")
 
 
@@ -178,8 +178,8 @@ class MaxFlowOutputs(BaseModel):
     """Outputs of max-flow; rates are in the one unit of the edge capacities (tokens/s, B/s …)."""
 
     model_config = ConfigDict(extra="forbid")
-    max_flow: float = Field(description="Largest steady source → sink rate, in the graph's rate unit.")
-    min_cut_capacity: float = Field(description="Sum of the capacities of the minimum cut (equal to max_flow).")
+    max_flow: float | None = Field(description="Largest steady source → sink rate, in the graph's rate unit.")
+    min_cut_capacity: float | None = Field(description="Sum of the capacities of the minimum cut (equal to max_flow).")
     min_cut: list[MaxFlowCutEdgeOut] = Field(description="Edges from the source side to the sink side of a minimum cut.")
     source_side: list[str] = Field(description="Nodes the source still reaches in the residual graph (the cut's "
                                    "source side), in order of first appearance.")

@@ -93,7 +93,7 @@ class TransferPlanPathOut(BaseModel):
     bytes_per_s: float | None = Field(description="Rate of one copy: its slowest hop, scaled down by the plan's caps, "
                                       "B/s (null: no limit).")
     share_bytes: TransferNum = Field(description="Bytes one copy carries (its share by rate, with imbalance), B.")
-    latency_s: float = Field(description="Sum of its hop latencies, s.")
+    latency_s: float | None = Field(description="Sum of its hop latencies, s.")
     time_s: TransferNum = Field(description="Time of one copy for its share, s.")
     slowest_hop: str = Field(description="The hop with the lowest rate.")
 
@@ -103,7 +103,7 @@ class TransferPlanLoadOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     label: str = Field(description="The load's label.")
-    bytes: float = Field(description="Bytes it carries per round, B.")
+    bytes: float | None = Field(description="Bytes it carries per round, B.")
     bytes_per_s: float | None = Field(description="Its rate, B/s (null: no limit).")
     time_s: float | None = Field(description="latency + bytes / rate, s (null: a zero rate).")
 
@@ -120,7 +120,7 @@ class TransferPlanOut(BaseModel):
     uncapped_bytes_per_s: float | None = Field(description="Σ count × path rate before caps, B/s (null: no limit).")
     aggregate_bytes_per_s: float | None = Field(description="min(uncapped, caps) / (1 + imbalance), B/s (null: no "
                                                 "limit).")
-    latency_s: float = Field(description="Largest path latency, s.")
+    latency_s: float | None = Field(description="Largest path latency, s.")
     time_s: TransferNum = Field(description="One round: the slowest path, or a slower load, s.")
     total_time_s: TransferNum = Field(description="rounds × one round, s.")
     bottleneck: str = Field(description="What sets the time at the first point: a hop, a cap, a load, a latency, or "

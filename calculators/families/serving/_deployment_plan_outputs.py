@@ -11,9 +11,9 @@ Num = float | None
 
 class MemoryOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    weights: float = Field(description="Weight bytes per device, B.")
-    kv: float = Field(description="KV bytes of the batch per device, B.")
-    total: float = Field(description="weights + kv, B.")
+    weights: float | None = Field(description="Weight bytes per device, B.")
+    kv: float | None = Field(description="KV bytes of the batch per device, B.")
+    total: float | None = Field(description="weights + kv, B.")
 
 
 class PrefillPoolOut(BaseModel):
@@ -21,9 +21,9 @@ class PrefillPoolOut(BaseModel):
     tp: int
     replicas: int
     devices: int
-    prefill_s: float = Field(description="One request's prefill, s.")
-    kv_transfer_s: float = Field(description="Shipping its KV to the decode pool, s.")
-    ttft_s: float = Field(description="Prefill + p90 wait + KV transfer, s.")
+    prefill_s: float | None = Field(description="One request's prefill, s.")
+    kv_transfer_s: float | None = Field(description="Shipping its KV to the decode pool, s.")
+    ttft_s: float | None = Field(description="Prefill + p90 wait + KV transfer, s.")
 
 
 class DecodePoolOut(BaseModel):

@@ -42,8 +42,8 @@ class MoeObservedRowsOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     experts: int = Field(description="Experts in tokens_per_expert.")
-    actual_rows: float = Field(description="Rows routed in all, Σ t_e (a whole number, written as a float).")
-    max_rows: float = Field(description="Rows of the busiest expert (a whole number, written as a float).")
+    actual_rows: float | None = Field(description="Rows routed in all, Σ t_e (a whole number, written as a float).")
+    max_rows: float | None = Field(description="Rows of the busiest expert (a whole number, written as a float).")
     tile_rows: int | None = Field(None, description="Tile height the rows are padded to (with tile_rows).")
     nonempty_blockwise_rows: float | None = Field(None, description="Rows computed when each expert is padded to whole "
                                                   "tiles, Σ ceil(t_e / B) × B (with tile_rows).")
@@ -80,22 +80,22 @@ class MoeOutputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     expert_params: int = Field(description="Parameters of one routed expert, matrices × h × f.")
-    expert_bytes: float = Field(description="Bytes of one expert at weight_bytes_per_param, B.")
+    expert_bytes: float | None = Field(description="Bytes of one expert at weight_bytes_per_param, B.")
     expert_hidden_size: int = Field(description="Width h an expert reads and writes.")
     expert_ffn_size: int = Field(description="Intermediate width f of one expert.")
     experts: int = Field(description="Routed experts per MoE layer (E).")
     experts_per_token: int = Field(description="Routed experts per token (top-k).")
     shared_experts: int = Field(description="Shared experts every token runs.")
     moe_layers: int | None = Field(description="MoE layers (null when neither given nor known for the model).")
-    flops_per_token_per_layer: float = Field(description="Expert FLOP per token per layer, 2 × P_e × (k + shared).")
-    routed_flops_per_token_per_layer: float = Field(description="Routed-expert FLOP per token per layer, 2 × P_e × k.")
+    flops_per_token_per_layer: float | None = Field(description="Expert FLOP per token per layer, 2 × P_e × (k + shared).")
+    routed_flops_per_token_per_layer: float | None = Field(description="Routed-expert FLOP per token per layer, 2 × P_e × k.")
     flops_per_token_all_layers: float | None = Field(description="Expert FLOP per token over the MoE layers (null "
                                                      "without a layer count).")
-    routed_bytes_per_layer: float = Field(description="Bytes of all routed experts of one layer, E × B_e, B.")
-    shared_bytes_per_layer: float = Field(description="Bytes of the shared experts of one layer, B.")
+    routed_bytes_per_layer: float | None = Field(description="Bytes of all routed experts of one layer, E × B_e, B.")
+    shared_bytes_per_layer: float | None = Field(description="Bytes of the shared experts of one layer, B.")
     routed_bytes_all_layers: float | None = Field(description="Bytes of all routed experts over the MoE layers, B "
                                                   "(null without a layer count).")
-    per_token_weight_bytes_per_layer: float = Field(description="Routed expert bytes one token needs per layer, "
+    per_token_weight_bytes_per_layer: float | None = Field(description="Routed expert bytes one token needs per layer, "
                                                     "k × B_e, B.")
     expected_distinct_experts: MoeNum = Field(description="Expected distinct routed experts T tokens touch, "
                                               "E·(1 − (1 − k/E)^T).")
@@ -103,7 +103,7 @@ class MoeOutputs(BaseModel):
     expected_bytes_per_layer: MoeNum = Field(description="Expected expert weight bytes read per layer step, "
                                              "(distinct + shared) × B_e, B.")
     expected_bytes_per_step: MoeNum = Field(description="The same over the MoE layers, B (null without a layer count).")
-    min_bytes_per_layer: float = Field(description="Fewest weight bytes a step reads per layer, (k + shared) × B_e, B.")
+    min_bytes_per_layer: float | None = Field(description="Fewest weight bytes a step reads per layer, (k + shared) × B_e, B.")
     max_bytes_per_layer: MoeNum = Field(description="Most weight bytes a step reads per layer, (min(T·k, E) + shared) "
                                         "× B_e, B.")
     bytes_per_token_if_no_reuse_per_layer: MoeNum = Field(description="Weight bytes if every token read its experts "
@@ -123,8 +123,8 @@ class MoeReplicaBalanceOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     total_rows: int = Field(description="Rows of all ranks plus the hot rows.")
-    mean_rows: float = Field(description="total_rows / ranks.")
-    flops_per_row: float = Field(description="FLOP per row, 2 × P_e.")
+    mean_rows: float | None = Field(description="total_rows / ranks.")
+    flops_per_row: float | None = Field(description="FLOP per row, 2 × P_e.")
     split_even_rows: list[int] = Field(description="Rows per rank with the hot rows split evenly over the replicas.")
     split_even_max_rows: int = Field(description="Busiest rank's rows, split evenly.")
     split_even_s: float | None = Field(description="Busiest rank's matrix time, split evenly, s.")
@@ -138,17 +138,17 @@ class MoeReplicaBalanceOut(BaseModel):
 
 class MoeRebalanceOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    payload_bytes: float = Field(description="Bytes of the experts moved, n × B_e, B.")
+    payload_bytes: float | None = Field(description="Bytes of the experts moved, n × B_e, B.")
     transfer_lower_bound_s: float | None = Field(description="payload / link bandwidth, s.")
     break_even_steps: float | None = Field(description="Steps to pay back the exposed time, exposed / saving per step.")
-    net_saving_s: list[float] = Field(description="Saving minus exposed time after each horizon, s, in request order.")
+    net_saving_s: list[float | None] = Field(description="Saving minus exposed time after each horizon, s, in request order.")
 
 
 class MoeResizeOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    per_rank_bytes_before: float = Field(description="Routed bytes per rank before, B.")
-    per_rank_bytes_after: float = Field(description="Routed bytes per rank after, B.")
-    new_ranks_receive_bytes: float = Field(description="Bytes the new ranks receive, total × (new − old) / new, B "
+    per_rank_bytes_before: float | None = Field(description="Routed bytes per rank before, B.")
+    per_rank_bytes_after: float | None = Field(description="Routed bytes per rank after, B.")
+    new_ranks_receive_bytes: float | None = Field(description="Bytes the new ranks receive, total × (new − old) / new, B "
                                            "(0 when shrinking).")
     transfer_lower_bound_s: float | None = Field(description="Those bytes / aggregate bandwidth, s.")
 
@@ -158,10 +158,10 @@ class MoePlacementOutputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     expert_params: int = Field(description="Parameters of one routed expert, matrices × h × f.")
-    expert_bytes: float = Field(description="Bytes of one expert, B.")
+    expert_bytes: float | None = Field(description="Bytes of one expert, B.")
     experts: int = Field(description="Routed experts per MoE layer (E).")
     moe_layers: int | None = Field(description="MoE layers (null when neither given nor known for the model).")
-    routed_bytes_per_layer: float = Field(description="Bytes of all routed experts of one layer, B.")
+    routed_bytes_per_layer: float | None = Field(description="Bytes of all routed experts of one layer, B.")
     routed_bytes_all_layers: float | None = Field(description="The same over the MoE layers, B (null without a layer "
                                                   "count).")
     experts_per_rank: float | None = Field(None, description="E / ep_ranks (with ep_ranks).")

@@ -91,7 +91,7 @@ class RemainingTimeOutputs(BaseModel):
     """Outputs of remaining-time; lists where `elapsed_s` is swept."""
 
     model_config = ConfigDict(extra="forbid")
-    mean_s: float = Field(description="Mean past duration E[S], s.")
+    mean_s: float | None = Field(description="Mean past duration E[S], s.")
     naive_remaining_s: QueueNum = Field(description="max(E[S] − elapsed, 0), s.")
     conditional_remaining_s: QueueNum = Field(description="E[S − e | S > e] from the history, s (null when no past "
                                               "job ran longer).")

@@ -157,8 +157,8 @@ class BreakEvenOut(BaseModel):
 class StageOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     candidate: str
-    reach_probability: float = Field(description="P(a task reaches this stage) = Π of the earlier stages' failure rates.")
-    pass_rate: float = Field(description="The candidate's pass rate.")
+    reach_probability: float | None = Field(description="P(a task reaches this stage) = Π of the earlier stages' failure rates.")
+    pass_rate: float | None = Field(description="The candidate's pass rate.")
     cost_per_call: NumSweep = Field(description="The candidate's cost per call at its hit rate.")
     verify_cost: Num = Field(description="Verification cost per task reaching the stage.")
     expected_cost: NumSweep = Field(description="reach_probability × (cost_per_call + verify_cost).")
@@ -167,7 +167,7 @@ class StageOut(BaseModel):
 class CascadeOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     stages: list[StageOut]
-    success_rate: float = Field(description="1 − Π (1 − pass rate) over the stages.")
+    success_rate: float | None = Field(description="1 − Π (1 − pass rate) over the stages.")
     cost_per_task: NumSweep = Field(description="Σ reach_probability × (cost per call + verify cost), per submitted task.")
     cost_per_success: NumSweep = Field(description="cost_per_task / success_rate (null when nothing passes).")
     cost_total: NumSweep = Field(description="tasks × cost_per_task.")

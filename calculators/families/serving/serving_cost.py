@@ -109,8 +109,8 @@ class ServingCostBandwidthOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     batch: int | list[int] = Field(description="Sequences decoded together per replica (given, or the largest power "
                                    "of two that fits and meets tpot_target_s).")
-    weight_bytes: float = Field(description="Weights of one replica, B.")
-    kv_bytes_per_token: float = Field(description="KV per token of one sequence, B/token.")
+    weight_bytes: float | None = Field(description="Weights of one replica, B.")
+    kv_bytes_per_token: float | None = Field(description="KV per token of one sequence, B/token.")
     kv_bytes_per_sequence: ServingNum = Field(description="KV of one sequence at context_tokens, B.")
     memory_per_replica_bytes: ServingNum = Field(description="weights + batch × KV, B.")
     devices_per_replica: ServingCount = Field(description="⌈memory / usable memory per device⌉, devices.")
@@ -139,14 +139,14 @@ class ServingCostPageOut(BaseModel):
     """The compendium page's serving_cost_analysis heuristic, as it computes it."""
 
     model_config = ConfigDict(extra="forbid")
-    model_size_gb: float = Field(description="params × bits / 8, GB (decimal, 10⁹ B).")
+    model_size_gb: float | None = Field(description="params × bits / 8, GB (decimal, 10⁹ B).")
     devices_per_replica: int = Field(description="max(1, int(1.2 × size / memory GB + 0.99)), devices.")
-    tokens_per_s_per_device: float = Field(description="500 / (params in billions × bits / 16), tokens/s.")
-    tokens_per_s_per_replica: float = Field(description="Per device × devices per replica, tokens/s.")
+    tokens_per_s_per_device: float | None = Field(description="500 / (params in billions × bits / 16), tokens/s.")
+    tokens_per_s_per_replica: float | None = Field(description="Per device × devices per replica, tokens/s.")
     replicas: int = Field(description="max(1, int(target / per replica + 0.99)), replicas.")
     total_devices: int = Field(description="devices per replica × replicas, devices.")
-    cost_per_hour_usd: float = Field(description="total devices × price, USD/h.")
-    cost_per_mtok_usd: float = Field(description="Cost per million tokens, USD.")
+    cost_per_hour_usd: float | None = Field(description="total devices × price, USD/h.")
+    cost_per_mtok_usd: float | None = Field(description="Cost per million tokens, USD.")
 
 
 class ServingCostMethodsOut(BaseModel):

@@ -448,7 +448,7 @@ class VerifyBudgetRoundOut(BaseModel):
     above_largest_tier: bool = Field(description="needed_rows exceed every graph tier (run eagerly at that size).")
     expected_tokens_per_round: float | None = Field(description="Σ count × expected tokens, tokens (null when a group "
                                                     "has no acceptance).")
-    round_s: float = Field(description="fixed + per_row × executed rows, s.")
+    round_s: float | None = Field(description="fixed + per_row × executed rows, s.")
     tokens_per_s: float | None = Field(description="Expected tokens / round time, tokens/s (null: unknown or a zero "
                                        "round time).")
     expected_tokens_per_row: float | None = Field(description="Expected tokens / executed rows (null: unknown).")

@@ -169,7 +169,7 @@ class CheckpointOutputs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     params: CheckpointNum = Field(description="Parameter count N (given, or the model's params_total).")
-    bytes_per_param: float = Field(description="Bytes saved per parameter: the sum of the parts, or "
+    bytes_per_param: float | None = Field(description="Bytes saved per parameter: the sum of the parts, or "
                                    "state_bytes_per_param, B.")
     weights_bytes: CheckpointNum = Field(None, description="N × weight bytes, B (when the parts are given).")
     master_bytes: CheckpointNum = Field(None, description="N × master-copy bytes, B (when the parts are given).")

@@ -122,7 +122,7 @@ class RlPipelineSupplyOut(BaseModel):
 
 class RlPipelineWeightSyncOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    sync_s: float = Field(description="fixed + weight bytes / bandwidth per update, s.")
+    sync_s: float | None = Field(description="fixed + weight bytes / bandwidth per update, s.")
     update_interval_s: RlPipelineNum = Field(None, description="samples per update / accepted samples/s, s (with "
                                              "samples_per_update and the rates).")
     sync_share_if_exposed: RlPipelineNum = Field(None, description="sync / (interval + sync): the share of time lost "
@@ -135,12 +135,12 @@ class RlPipelineMixOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
     label: str = Field(description="The mix's label (default: counts × job names).")
     pool_load_s: dict[str, float] = Field(description="Work per cycle on each pool, phases + switches, s, by pool.")
-    longest_chain_s: float = Field(description="Longest job's phases run back to back, s.")
-    cycle_lower_bound_s: float = Field(description="max(longest chain, busiest pool), s.")
-    allowed_cycle_s: float = Field(description="Longest chain × (1 + slowdown_allowance), s.")
+    longest_chain_s: float | None = Field(description="Longest job's phases run back to back, s.")
+    cycle_lower_bound_s: float | None = Field(description="max(longest chain, busiest pool), s.")
+    allowed_cycle_s: float | None = Field(description="Longest chain × (1 + slowdown_allowance), s.")
     feasible: bool = Field(description="The cycle bound is within the allowed cycle.")
     bound: str = Field(description="'chain', or 'pool <name>' when a pool's load sets the bound.")
-    host_need_bytes: float = Field(description="Host memory for the parked states + reserve, B.")
+    host_need_bytes: float | None = Field(description="Host memory for the parked states + reserve, B.")
     host_fits: bool | None = Field(None, description="host need ≤ host_memory_bytes (with host_memory_bytes).")
 
 
@@ -154,10 +154,10 @@ class RlPipelinePhaseMemoryOut(BaseModel):
     """Device memory of a GPU switching between training and rollout."""
 
     model_config = ConfigDict(extra="forbid")
-    train_only_bytes: float = Field(description="Training state + runtime, B.")
-    rollout_only_bytes: float = Field(description="Inference weights + KV + runtime, B.")
-    naive_peak_bytes: float = Field(description="Everything resident at once, B.")
-    staged_peak_bytes: float = Field(description="max(state + weights, weights + KV) + runtime, B.")
+    train_only_bytes: float | None = Field(description="Training state + runtime, B.")
+    rollout_only_bytes: float | None = Field(description="Inference weights + KV + runtime, B.")
+    naive_peak_bytes: float | None = Field(description="Everything resident at once, B.")
+    staged_peak_bytes: float | None = Field(description="max(state + weights, weights + KV) + runtime, B.")
     naive_fits: bool | None = Field(None, description="Naive peak ≤ device memory (with device_memory_bytes).")
     staged_fits: bool | None = Field(None, description="Staged peak ≤ device memory (with device_memory_bytes).")
     staged_headroom_bytes: float | None = Field(None, description="device memory − staged peak, B (with "
@@ -166,15 +166,16 @@ class RlPipelinePhaseMemoryOut(BaseModel):
 
 class RlPipelineIdleWaitOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    extra_gpu_s: float = Field(description="GPUs waiting × wait, GPU·s.")
-    net_gpu_s: float = Field(description="extra − saved elsewhere, GPU·s (negative: waiting pays).")
+    extra_gpu_s: float | None = Field(description="GPUs waiting × wait, GPU·s.")
+    net_gpu_s: float | None = Field(description="extra − saved elsewhere, GPU·s (negative: waiting pays).")
     worth_it: bool = Field(description="Waiting costs fewer GPU-seconds than it saves.")
 
 
 class RlPipelineExtraRolloutOut(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    total_usd_per_h: float = Field(description="base + extra instances × their price, USD/h.")
-    break_even_multiplier: float = Field(description="total / base: the throughput gain that pays for the extras.")
+    total_usd_per_h: float | None = Field(description="base + extra instances × their price, USD/h (null on overflow).")
+    break_even_multiplier: float | None = Field(description="total / base: the throughput gain that pays for the extras "
+                                                "(null where it overflows, e.g. a subnormal base price).")
     cost_per_work_ratio: list[float | None] = Field(description="break-even / each throughput multiplier (< 1: cheaper "
                                                     "per unit of work; null where the ratio overflows).")
 

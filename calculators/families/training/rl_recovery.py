@@ -51,9 +51,9 @@ class RlRecoveryFailureOut(BaseModel):
     """A trainer failure during the update: redo the whole round, or keep the round's trajectories."""
 
     model_config = ConfigDict(extra="forbid")
-    whole_round_redo_s: float = Field(description="Lost work + detect + restore + rollout + train again, s.")
-    keep_trajectories_s: float = Field(description="Lost work + detect + restore + train again, s.")
-    saved_s: float = Field(description="Time keeping the trajectories saves (one rollout), s.")
+    whole_round_redo_s: float | None = Field(description="Lost work + detect + restore + rollout + train again, s.")
+    keep_trajectories_s: float | None = Field(description="Lost work + detect + restore + train again, s.")
+    saved_s: float | None = Field(description="Time keeping the trajectories saves (one rollout), s.")
     checkpoint_overhead_fraction: float | None = Field(description="Blocking checkpoint / round time (null for an "
                                                        "empty round).")
 
@@ -63,9 +63,9 @@ class RlRecoveryCheckpointOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     overhead_fraction: float | None = Field(description="Checkpoint cost / interval, a fraction.")
-    expected_lost_work_per_failure_s: float = Field(description="interval / 2 + restart, s.")
+    expected_lost_work_per_failure_s: float | None = Field(description="interval / 2 + restart, s.")
     expected_waste_fraction: float | None = Field(description="C/τ + (τ/2 + R)/MTBF, a fraction of time.")
-    young_interval_s: float = Field(description="√(2 · cost · MTBF), s.")
+    young_interval_s: float | None = Field(description="√(2 · cost · MTBF), s.")
     waste_fraction_at_young: float | None = Field(description="The waste fraction at the Young interval.")
 
 
@@ -74,13 +74,13 @@ class RlRecoveryPreemptionOut(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     redo_from_scratch_s: list[float | None] = Field(description="Per request, received tokens / decode rate, s.")
-    migration_overhead_s: float = Field(description="Prefix prepare + hand-off, s.")
+    migration_overhead_s: float | None = Field(description="Prefix prepare + hand-off, s.")
     migration_saved_s: list[float | None] = Field(description="Per request, redo − migration overhead, s.")
     batch_trim_kept_tokens: int = Field(description="Tokens every request keeps when the batch is trimmed to its "
                                         "shortest saved output, tokens.")
     batch_trim_redo_tokens: list[int] = Field(description="Per request, tokens redone after trimming, tokens.")
     batch_trim_redo_s: float | None = Field(description="Most tokens redone / decode rate: the batch's redo time, s.")
-    batch_trim_redo_token_total: int | float = Field(description="Tokens redone over the batch (a whole count, a "
+    batch_trim_redo_token_total: int | float | None = Field(description="Tokens redone over the batch (a whole count, a "
                                                      "float past 2^53).")
 
 

@@ -46,7 +46,7 @@ class RlRolloutTailOversampleOut(BaseModel):
     submitted_responses_per_prompt: int = Field(description="⌈responses × response_factor⌉ per prompt.")
     submitted: int = Field(description="Rollouts submitted, prompts × responses per prompt.")
     target: int = Field(description="Rollouts wanted, prompts × responses_per_prompt.")
-    extra_fraction: float = Field(description="submitted / target − 1, a fraction.")
+    extra_fraction: float | None = Field(description="submitted / target − 1, a fraction.")
 
 
 class RlRolloutTailOutputs(BaseModel):

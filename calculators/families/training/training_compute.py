@@ -89,12 +89,12 @@ class TrainingComputeByComponentOut(BaseModel):
     """Training FLOPs per token of each matrix component, 6 × params (× 8/6 with full recompute)."""
 
     model_config = ConfigDict(extra="forbid")
-    attention: float = Field(description="Attention projections, FLOP/token.")
-    dense_ffn: float = Field(description="Dense FFN matrices, FLOP/token.")
-    routed_experts: float = Field(description="The routed experts a token uses, FLOP/token.")
-    shared_experts: float = Field(description="Shared experts, FLOP/token.")
-    router: float = Field(description="Router, FLOP/token.")
-    lm_head: float = Field(description="Output projection, FLOP/token (0 with include_lm_head false).")
+    attention: float | None = Field(description="Attention projections, FLOP/token.")
+    dense_ffn: float | None = Field(description="Dense FFN matrices, FLOP/token.")
+    routed_experts: float | None = Field(description="The routed experts a token uses, FLOP/token.")
+    shared_experts: float | None = Field(description="Shared experts, FLOP/token.")
+    router: float | None = Field(description="Router, FLOP/token.")
+    lm_head: float | None = Field(description="Output projection, FLOP/token (0 with include_lm_head false).")
 
 
 class TrainingComputeOutputs(BaseModel):
