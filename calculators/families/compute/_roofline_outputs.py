@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from calculators.framework import Outputs, OutSweep
 
 #: the grid fields of `roofline` (batch, tokens, context_tokens, kv_format, peak_flop_per_s,
 #: memory_bandwidth_bytes_per_s): a grid has at most this many axes
@@ -30,15 +32,13 @@ RooflineCount = _up_to_grid(int | float | None)
 #: which term bounds each point; null (not nested) when only one of peak and bandwidth is known
 RooflineBound = None | _up_to_grid(Literal["compute", "memory"])
 #: an operation's figure: a number, or one per point of its paired sweep (operations have no grid)
-RooflineOpNum = float | None | list[float | None]
-#: an operation's whole count, shaped like RooflineOpNum
+#: an operation's whole count, shaped like OutSweep
 RooflineOpCount = int | float | None | list[int | float]
 
 
-class RooflineFlopsByComponentOut(BaseModel):
+class RooflineFlopsByComponentOut(Outputs):
     """Linear FLOPs of the step per component (model or architecture with shapes)."""
 
-    model_config = ConfigDict(extra="forbid")
     attention: RooflineNum = Field(description="Attention projections, FLOP.")
     dense_ffn: RooflineNum = Field(description="Dense FFN matrices, FLOP.")
     routed_experts: RooflineNum = Field(description="The experts_per_token routed experts each token uses, FLOP.")
@@ -46,30 +46,27 @@ class RooflineFlopsByComponentOut(BaseModel):
     router: RooflineNum = Field(description="Router matrices, FLOP.")
 
 
-class RooflineOperandBytesOut(BaseModel):
+class RooflineOperandBytesOut(Outputs):
     """A GEMM's operands, each moved once (compulsory traffic), over `count` GEMMs."""
 
-    model_config = ConfigDict(extra="forbid")
-    a: RooflineOpNum = Field(description="A (M × K), B.")
-    b: RooflineOpNum = Field(description="B, the weight (K × N), B.")
-    c: RooflineOpNum = Field(description="The output C (M × N), B.")
+    a: OutSweep = Field(description="A (M × K), B.")
+    b: OutSweep = Field(description="B, the weight (K × N), B.")
+    c: OutSweep = Field(description="The output C (M × N), B.")
 
 
-class RooflineMeasuredKernelsOut(BaseModel):
+class RooflineMeasuredKernelsOut(Outputs):
     """Which measured kernel tables the estimate reads."""
 
-    model_config = ConfigDict(extra="forbid")
     system: str = Field(description="Measured system id.")
     framework: str = Field(description="Framework the kernels were measured in.")
     version: str = Field(description="Its version.")
     tables: dict[str, str] = Field(description="Framework and version of each table read, by table name.")
 
 
-class RooflineOutputs(BaseModel):
+class RooflineOutputs(Outputs):
     """Outputs of roofline. FLOP, bytes (B) and seconds per step or operation; lists where a field is swept, nested
     lists on a grid. Times need a peak and/or a bandwidth (hardware or explicit rates)."""
 
-    model_config = ConfigDict(extra="forbid")
     flops: RooflineNum = Field(description="Arithmetic work, FLOP.")
     bytes: RooflineNum = Field(description="Bytes moved to and from memory, B.")
     arithmetic_intensity: RooflineNum = Field(description="flops / bytes, FLOP/B (null when no bytes move).")
@@ -112,12 +109,12 @@ class RooflineOutputs(BaseModel):
     a_reads: RooflineOpCount = Field(None, description="Times A is read with output-stationary tiles, ⌈N / tile_n⌉ "
                                    "(gemm with tiles).")
     b_reads: RooflineOpCount = Field(None, description="Times B is read, ⌈M / tile_m⌉ (gemm with tiles).")
-    tile_buffer_bytes: RooflineOpNum = Field(None, description="On-chip bytes of one tile with its K slice and FP32 "
+    tile_buffer_bytes: OutSweep = Field(None, description="On-chip bytes of one tile with its K slice and FP32 "
                                              "accumulator, B (gemm with tile_k).")
     pairs: RooflineOpCount = Field(None, description="(query, key) pairs of one instance (attention).")
     score_matrix_fp32_bytes: float | None = Field(None, description="The score matrix in FP32 if it were "
                                                   "materialised, 4 × pairs × heads, B (attention).")
-    read_bytes: RooflineOpNum = Field(None, description="Tensors read, × count, B (custom).")
-    write_bytes: RooflineOpNum = Field(None, description="Tensors written, × count, B (custom).")
+    read_bytes: OutSweep = Field(None, description="Tensors read, × count, B (custom).")
+    write_bytes: OutSweep = Field(None, description="Tensors written, × count, B (custom).")
     grid_axes: list[str] | None = Field(None, description="Fields spread over the grid, in axis order (grid requests).")
     grid_shape: list[int] | None = Field(None, description="Points along each axis (grid requests).")

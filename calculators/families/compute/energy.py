@@ -5,8 +5,9 @@ from __future__ import annotations
 
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -68,21 +69,19 @@ class EnergyRequest(CalcRequest):
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-EnergyNum = float | None | list[float | None]
 
 
-class EnergyOutputs(BaseModel):
+class EnergyOutputs(Outputs):
     """Outputs of energy; lists where an input is swept. The energy part needs a power (power_w or hardware), the
     ratios `dynamic_power`."""
 
-    model_config = ConfigDict(extra="forbid")
-    power_w: EnergyNum = Field(None, description="Power of all devices, device power × devices × utilization, W.")
-    time_s: EnergyNum = Field(None, description="Duration: time_s, or tokens / tokens_per_s, s.")
-    energy_j: EnergyNum = Field(None, description="power × time, J.")
-    energy_kwh: EnergyNum = Field(None, description="The same energy, kWh (3.6e6 J each).")
-    joules_per_token: EnergyNum = Field(None, description="power / tokens_per_s, or energy / tokens, J/token "
+    power_w: OutSweep = Field(None, description="Power of all devices, device power × devices × utilization, W.")
+    time_s: OutSweep = Field(None, description="Duration: time_s, or tokens / tokens_per_s, s.")
+    energy_j: OutSweep = Field(None, description="power × time, J.")
+    energy_kwh: OutSweep = Field(None, description="The same energy, kWh (3.6e6 J each).")
+    joules_per_token: OutSweep = Field(None, description="power / tokens_per_s, or energy / tokens, J/token "
                                         "(null for zero tokens).")
-    tokens_per_kwh: EnergyNum = Field(None, description="Tokens per kWh at tokens_per_s, tokens/kWh.")
+    tokens_per_kwh: OutSweep = Field(None, description="Tokens per kWh at tokens_per_s, tokens/kWh.")
     power_ratio: float | None = Field(None, description="P_new / P_old, given or α·C·V²·f scaled (null on overflow).")
     power_reduction: float | None = Field(None, description="1 − power_ratio, a fraction (negative: more power).")
     power_density_ratio: float | None = Field(None, description="power_ratio / area_ratio (with area_ratio).")

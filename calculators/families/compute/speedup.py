@@ -12,10 +12,11 @@ Three calculators:
 from __future__ import annotations
 
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 import numpy as np
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result, aligned, broadcast,
@@ -208,10 +209,9 @@ def amdahl_compute(req: AmdahlRequest, lookup: Lookup) -> Result:
 
 # =========================================================================== outputs
 
-class SpeedupPairOut(BaseModel):
+class SpeedupPairOut(Outputs):
     """One comparison; rates are work units per second (null where a ratio overflows)."""
 
-    model_config = ConfigDict(extra="forbid")
     label: str = Field(description="Name of the comparison (default: pair N).")
     baseline_rate: float | None = Field(description="Rate of the baseline, work/s (or its speedup against the common "
                                         "reference).")
@@ -226,15 +226,13 @@ class SpeedupPairOut(BaseModel):
                                                          "reduction than to the throughput gain (with reported_gain).")
 
 
-class SpeedupOutputs(BaseModel):
+class SpeedupOutputs(Outputs):
     """Outputs of speedup."""
 
-    model_config = ConfigDict(extra="forbid")
     pairs: list[SpeedupPairOut] = Field(description="Each comparison, in request order.")
 
 
-class ScalingPointOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ScalingPointOut(Outputs):
     devices: int = Field(description="Devices of the run.")
     per_device_rate: float | None = Field(description="Total rate / devices, per second per device.")
     speedup: float | None = Field(description="Rate / the reference's rate, × (null where it overflows).")
@@ -242,27 +240,24 @@ class ScalingPointOut(BaseModel):
     efficiency: float | None = Field(description="Per-device rate / the reference's (1 = linear scaling).")
 
 
-class ScalingEfficiencyOutputs(BaseModel):
+class ScalingEfficiencyOutputs(Outputs):
     """Outputs of scaling-efficiency."""
 
-    model_config = ConfigDict(extra="forbid")
     points: list[ScalingPointOut] = Field(description="Each run, the reference first.")
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-AmdahlNum = float | None | list[float | None]
 
 
-class AmdahlOutputs(BaseModel):
+class AmdahlOutputs(Outputs):
     """Outputs of amdahl; lists where a part's time or speed-up is swept."""
 
-    model_config = ConfigDict(extra="forbid")
-    before_s: AmdahlNum = Field(description="Job time before, Σ t_i, s.")
-    after_s: AmdahlNum = Field(description="Job time after, Σ t_i / s_i, s.")
-    speedup: AmdahlNum = Field(description="before / after, ×.")
-    saved_s: AmdahlNum = Field(description="before − after, s.")
-    accelerated_fraction: AmdahlNum = Field(description="Share of the time before in parts that get faster.")
-    speedup_limit: AmdahlNum = Field(description="before / unchanged time: the most any speed-up of the parts gives, "
+    before_s: OutSweep = Field(description="Job time before, Σ t_i, s.")
+    after_s: OutSweep = Field(description="Job time after, Σ t_i / s_i, s.")
+    speedup: OutSweep = Field(description="before / after, ×.")
+    saved_s: OutSweep = Field(description="before − after, s.")
+    accelerated_fraction: OutSweep = Field(description="Share of the time before in parts that get faster.")
+    speedup_limit: OutSweep = Field(description="before / unchanged time: the most any speed-up of the parts gives, "
                                      "× (null when every part is accelerated).")
 
 

@@ -14,8 +14,9 @@ import math
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, PosInt, PosIntSweep, Result, broadcast, first, num, out, quiet,
@@ -158,10 +159,9 @@ def packed_compute(req: PackedLossRequest, lookup: Lookup) -> Result:
 
 # =========================================================================== outputs
 
-class ChunkPaddingOutputs(BaseModel):
+class ChunkPaddingOutputs(Outputs):
     """Outputs of chunk-padding; lists where tokens or chunk_tokens is swept."""
 
-    model_config = ConfigDict(extra="forbid")
     calls: int | list[int] = Field(description="Calls, ceil(n / c).")
     padded_tokens: int | list[int] = Field(description="Positions computed, calls × c.")
     padding_tokens: int | list[int] = Field(description="Padded positions, calls × c − n.")
@@ -169,10 +169,9 @@ class ChunkPaddingOutputs(BaseModel):
     last_chunk_tokens: int | list[int] = Field(description="Real positions in the last call.")
 
 
-class EncoderTokensOutputs(BaseModel):
+class EncoderTokensOutputs(Outputs):
     """Outputs of encoder-tokens: the image part with `image`, the audio part with `audio`."""
 
-    model_config = ConfigDict(extra="forbid")
     grid: list[int] | None = Field(None, description="Patch grid [temporal groups, rows, columns] (with image).")
     patches: int | None = Field(None, description="Patches of the image or clip (with image).")
     visual_tokens: int | None = Field(None, description="Positions after merging, patches / merge² (with image).")
@@ -182,10 +181,9 @@ class EncoderTokensOutputs(BaseModel):
     audio_positions: int | None = Field(None, description="Positions of the whole clip (with audio).")
 
 
-class PackedLossMeanOutputs(BaseModel):
+class PackedLossMeanOutputs(Outputs):
     """Outputs of packed-loss-mean, in the unit of the per-token values."""
 
-    model_config = ConfigDict(extra="forbid")
     token_mean: float | None = Field(description="Token-weighted mean Σ nᵢ·gᵢ / Σ nᵢ.")
     group_mean: float | None = Field(description="Mean of the per-sequence means Σ gᵢ / k.")
     difference: float | None = Field(description="group_mean − token_mean.")

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result,
@@ -108,22 +109,19 @@ def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
 # =========================================================================== outputs
 
 #: a number, or one per point when an input is swept (null where undefined)
-UtilizationNum = float | None | list[float | None]
 
 
-class UtilizationSplitOutputs(BaseModel):
+class UtilizationSplitOutputs(Outputs):
     """Outputs of utilization-split; lists where an input is swept."""
 
-    model_config = ConfigDict(extra="forbid")
-    active_fraction: UtilizationNum = Field(description="R = A / T, share of the window the unit was active.")
-    efficiency_while_active: UtilizationNum = Field(description="E = S / A (null when the unit was never active).")
-    utilization: UtilizationNum = Field(description="U = S / T = E × R.")
-    idle_s: UtilizationNum = Field(description="T − A, time the unit was idle, s.")
-    slow_active_s: UtilizationNum = Field(description="A − S, active time beyond the useful work at full rate, s.")
+    active_fraction: OutSweep = Field(description="R = A / T, share of the window the unit was active.")
+    efficiency_while_active: OutSweep = Field(description="E = S / A (null when the unit was never active).")
+    utilization: OutSweep = Field(description="U = S / T = E × R.")
+    idle_s: OutSweep = Field(description="T − A, time the unit was idle, s.")
+    slow_active_s: OutSweep = Field(description="A − S, active time beyond the useful work at full rate, s.")
 
 
-class InstanceFitPlacementOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class InstanceFitPlacementOut(Outputs):
     name: str = Field(description="The placement's label.")
     per_instance_bytes: float | None = Field(description="Local parts + overhead of one instance, B.")
     total_bytes: float | None = Field(description="instances × per instance + shared, B.")
@@ -132,10 +130,9 @@ class InstanceFitPlacementOut(BaseModel):
     fits: bool = Field(description="total_bytes ≤ budget_bytes.")
 
 
-class InstanceFitOutputs(BaseModel):
+class InstanceFitOutputs(Outputs):
     """Outputs of instance-fit."""
 
-    model_config = ConfigDict(extra="forbid")
     placements: list[InstanceFitPlacementOut] = Field(description="Each placement, in request order.")
 
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import Outputs
 from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet, request_inputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator
@@ -235,10 +236,9 @@ def vliw_compute(req: VliwCyclesRequest, lookup: Lookup) -> Result:
 
 # =========================================================================== outputs
 
-class SoftmaxMergeOutputs(BaseModel):
+class SoftmaxMergeOutputs(Outputs):
     """Outputs of softmax-merge: attention outputs of one query, in the unit of the values."""
 
-    model_config = ConfigDict(extra="forbid")
     exact: float | None = Field(description="Exact softmax output Σ e^s·v / Σ e^s.")
     online: float | None = Field(description="Output of the online (blockwise) recurrence; equals `exact` to round-off.")
     online_error: float | None = Field(description="online − exact.")
@@ -249,17 +249,15 @@ class SoftmaxMergeOutputs(BaseModel):
     mean_of_block_outputs: float | None = Field(description="Plain mean of the block outputs (drops the normalisers).")
 
 
-class ToleranceGroupOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ToleranceGroupOut(Outputs):
     abs_error: float | None = Field(description="|actual − reference| of the group's elements.")
     allowed: float | None = Field(description="atol + rtol·|reference| (null when it overflows).")
     matched: bool = Field(description="abs_error ≤ allowed.")
 
 
-class ToleranceMatchOutputs(BaseModel):
+class ToleranceMatchOutputs(Outputs):
     """Outputs of tolerance-match."""
 
-    model_config = ConfigDict(extra="forbid")
     total: int = Field(description="Elements checked (sum of the group counts).")
     matched: int = Field(description="Elements within tolerance.")
     mismatched: int = Field(description="Elements outside tolerance.")
@@ -268,8 +266,7 @@ class ToleranceMatchOutputs(BaseModel):
     groups: list[ToleranceGroupOut] = Field(description="Per element group, in request order.")
 
 
-class MeasurementOrderRowOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MeasurementOrderRowOut(Outputs):
     order: str = Field(description="The order, its option names joined (e.g. ABBA).")
     means_s: list[float | None] = Field(description="Measured mean time of each option, in option order, s (null "
                                         "when the drift overflows).")
@@ -279,19 +276,17 @@ class MeasurementOrderRowOut(BaseModel):
     correct: bool = Field(description="The option that looks fastest is the truly fastest.")
 
 
-class MeasurementOrderOutputs(BaseModel):
+class MeasurementOrderOutputs(Outputs):
     """Outputs of measurement-order."""
 
-    model_config = ConfigDict(extra="forbid")
     options: list[str] = Field(description="Option names, in request order (the order of means_s and bias_s).")
     orders: list[MeasurementOrderRowOut] = Field(description="Each measurement order, in request order.")
     truly_fastest: str = Field(description="The option with the lowest true time.")
 
 
-class VliwCyclesOutputs(BaseModel):
+class VliwCyclesOutputs(Outputs):
     """Outputs of vliw-cycles: whole counts (past 64 bits the JSON answer writes them as floats)."""
 
-    model_config = ConfigDict(extra="forbid")
     iterations: int = Field(description="Loop iterations, the product of the trip counts.")
     instructions_per_iteration: int = Field(description="Instructions per iteration over all engines.")
     cycles_per_iteration: int = Field(description="Cycles per iteration: all instructions (serial) or the busiest "

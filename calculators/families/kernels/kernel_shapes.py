@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, fmt_bytes, num, out, quiet, request_inputs
+from calculators.framework import Outputs
+from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, out, quiet, request_inputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator
 
@@ -124,10 +125,9 @@ def bank_compute(req: BankConflictRequest, lookup: Lookup) -> Result:
 
 # =========================================================================== outputs
 
-class AttentionProjectionsOutputs(BaseModel):
+class AttentionProjectionsOutputs(Outputs):
     """Outputs of attention-projections: widths in values, parameters and FLOPs as whole counts."""
 
-    model_config = ConfigDict(extra="forbid")
     q_width: int = Field(description="Query projection width, heads × head_dim.")
     kv_width: int = Field(description="Key (= value) projection width, kv_heads × head_dim.")
     q_over_hidden: float | None = Field(description="q_width / hidden (1 when the heads span the hidden size).")
@@ -142,8 +142,7 @@ class AttentionProjectionsOutputs(BaseModel):
                                           "hidden × hidden, for comparison.")
 
 
-class BankConflictPitchOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BankConflictPitchOut(Outputs):
     pitch_elements: int = Field(description="Row pitch, elements.")
     bytes: int = Field(description="Tile bytes at this pitch, rows × pitch × element_bytes, B.")
     row_rounds: int = Field(description="Bank service rounds of one warp reading along a row.")
@@ -152,10 +151,9 @@ class BankConflictPitchOut(BaseModel):
     padding_fraction: float | None = Field(description="padding_bytes / unpadded_bytes.")
 
 
-class BankConflictsOutputs(BaseModel):
+class BankConflictsOutputs(Outputs):
     """Outputs of bank-conflicts (past 64 bits the JSON answer writes byte counts as floats)."""
 
-    model_config = ConfigDict(extra="forbid")
     unpadded_bytes: int = Field(description="rows × cols × element_bytes, B.")
     pitches: list[BankConflictPitchOut] = Field(description="One row per requested pitch, in request order.")
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
     CalcInputError,
@@ -69,55 +70,50 @@ class KVCacheRequest(CalcRequest):
 
 # --------------------------------------------------------------------------- outputs
 
-Num = float | None
-NumSweep = float | None | list[float | None]
 
 
-class StreamOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StreamOut(Outputs):
     name: str | None
     dim: int = Field(description="Values per retained entry.")
     window: int | None = Field(description="Sliding window in entries (null: full history).")
     ratio: int = Field(description="One entry per `ratio` tokens.")
-    entries: NumSweep = Field(description="Retained entries per layer at `tokens`.")
-    bytes: NumSweep = Field(description="Bytes of this stream over the group's layers per request, B.")
+    entries: OutSweep = Field(description="Retained entries per layer at `tokens`.")
+    bytes: OutSweep = Field(description="Bytes of this stream over the group's layers per request, B.")
 
 
-class GroupOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GroupOut(Outputs):
     name: str | None
     count: int = Field(description="Layers in the group.")
     state_elements: float | None = Field(description="Recurrent state values per request in the group.")
     state_bytes: float | None = Field(description="Recurrent state bytes per request in the group, B.")
-    bytes_per_request: NumSweep = Field(description="History + state bytes of the group per request, B.")
-    per_device_bytes_per_request: NumSweep = Field(None, description="The same on one tensor-parallel rank, B.")
+    bytes_per_request: OutSweep = Field(description="History + state bytes of the group per request, B.")
+    per_device_bytes_per_request: OutSweep = Field(None, description="The same on one tensor-parallel rank, B.")
     streams: list[StreamOut]
 
 
-class KVCacheOutputs(BaseModel):
+class KVCacheOutputs(Outputs):
     """Outputs of kv-cache. Bytes are plain byte counts (B); lists where `tokens`, `requests` or the budget is swept."""
 
-    model_config = ConfigDict(extra="forbid")
-    values_per_token: NumSweep = Field(description="Cached values per token of full-history streams.")
-    bytes_per_token: NumSweep = Field(description="Bytes per token of full-history streams, B/token.")
-    values_per_request: NumSweep = Field(description="Cached values per request (history + state).")
-    bytes_per_request: NumSweep = Field(description="Bytes per request (history + state), B.")
-    bytes_total: NumSweep = Field(description="bytes_per_request × requests, B.")
-    state_elements: NumSweep = Field(description="Recurrent state values per request.")
-    state_bytes: NumSweep = Field(description="Recurrent state bytes per request, B.")
+    values_per_token: OutSweep = Field(description="Cached values per token of full-history streams.")
+    bytes_per_token: OutSweep = Field(description="Bytes per token of full-history streams, B/token.")
+    values_per_request: OutSweep = Field(description="Cached values per request (history + state).")
+    bytes_per_request: OutSweep = Field(description="Bytes per request (history + state), B.")
+    bytes_total: OutSweep = Field(description="bytes_per_request × requests, B.")
+    state_elements: OutSweep = Field(description="Recurrent state values per request.")
+    state_bytes: OutSweep = Field(description="Recurrent state bytes per request, B.")
     kv_format: str = Field(description="Cache format label.")
     bytes_per_value: float | None = Field(description="Effective bytes per cached value (scales included), B.")
-    pages_per_request: NumSweep = Field(None, description="Pages per request (with page_size_tokens).")
-    page_bytes: NumSweep = Field(None, description="Bytes of one page of all full-history layers, B.")
+    pages_per_request: OutSweep = Field(None, description="Pages per request (with page_size_tokens).")
+    page_bytes: OutSweep = Field(None, description="Bytes of one page of all full-history layers, B.")
     tensor_parallel: int | None = Field(None, description="Ranks (with tensor_parallel).")
-    per_device_bytes_per_token: NumSweep = Field(None, description="Bytes per token on one rank, B/token.")
-    per_device_bytes_per_request: NumSweep = Field(None, description="Bytes per request on one rank, B.")
-    per_device_bytes: NumSweep = Field(None, description="All requests on one rank, B.")
-    bytes_all_devices: NumSweep = Field(None, description="per_device_bytes × ranks (replicas counted), B.")
-    replication_factor: NumSweep = Field(None, description="bytes_all_devices / bytes_total (1 = no replication).")
-    memory_budget_bytes: NumSweep = Field(None, description="KV budget across the ranks, B (given, or hardware minus weights).")
-    requests_fit: NumSweep = Field(None, description="budget / bytes per request (fractional; null when a request takes no bytes).")
-    max_requests: NumSweep = Field(None, description="floor(requests_fit).")
+    per_device_bytes_per_token: OutSweep = Field(None, description="Bytes per token on one rank, B/token.")
+    per_device_bytes_per_request: OutSweep = Field(None, description="Bytes per request on one rank, B.")
+    per_device_bytes: OutSweep = Field(None, description="All requests on one rank, B.")
+    bytes_all_devices: OutSweep = Field(None, description="per_device_bytes × ranks (replicas counted), B.")
+    replication_factor: OutSweep = Field(None, description="bytes_all_devices / bytes_total (1 = no replication).")
+    memory_budget_bytes: OutSweep = Field(None, description="KV budget across the ranks, B (given, or hardware minus weights).")
+    requests_fit: OutSweep = Field(None, description="budget / bytes per request (fractional; null when a request takes no bytes).")
+    max_requests: OutSweep = Field(None, description="floor(requests_fit).")
     fits: bool | list[bool] | None = Field(None, description="All `requests` fit within the budget.")
     groups: list[GroupOut]
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     CalcRequest,
     FractionSweep,
@@ -61,17 +62,15 @@ class KVEvictionRequest(CalcRequest):
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-EvictNum = float | None | list[float | None]
 #: a whole count of tokens or entries, or one per point
 EvictCount = int | list[int]
 #: a whole count of requests, or one per point; null where a request takes no bytes (any number fits)
 EvictRequests = int | None | list[int | None]
 
 
-class KVEvictionOutputs(BaseModel):
+class KVEvictionOutputs(Outputs):
     """Outputs of kv-eviction; lists where an input is swept. Entries are per full-history layer, bytes in B."""
 
-    model_config = ConfigDict(extra="forbid")
     budget_tokens: EvictCount = Field(description="Tokens the policy may keep: sinks + recent + heavy hitters before "
                                       "capping at the context, tokens.")
     entries_kept: EvictCount = Field(description="Entries kept per full-history layer, min(context, budget).")
@@ -79,19 +78,19 @@ class KVEvictionOutputs(BaseModel):
     kept_sinks: EvictCount = Field(description="Attention-sink entries kept (the first tokens).")
     kept_recent: EvictCount = Field(description="Recent-window entries kept.")
     kept_heavy_hitters: EvictCount = Field(description="Heavy-hitter entries kept (chosen among the other tokens).")
-    fraction_kept: EvictNum = Field(description="kept / context, a fraction (1 for an empty context).")
+    fraction_kept: OutSweep = Field(description="kept / context, a fraction (1 for an empty context).")
     bytes_per_token: float | None = Field(description="KV bytes per token of the full-history streams, B/token.")
-    bytes_full_per_request: EvictNum = Field(description="KV of one request without eviction (kv-cache bytes), B.")
-    bytes_kept_per_request: EvictNum = Field(description="KV of one request under the budget, B.")
-    bytes_saved_per_request: EvictNum = Field(description="full − kept per request, B.")
-    bytes_full_total: EvictNum = Field(description="Full KV of all `requests`, B.")
-    bytes_kept_total: EvictNum = Field(description="Kept KV of all `requests`, B.")
-    bytes_saved_total: EvictNum = Field(description="Bytes saved over all `requests`, B.")
-    compression_ratio: EvictNum = Field(description="full / kept bytes per request (null when nothing is kept).")
+    bytes_full_per_request: OutSweep = Field(description="KV of one request without eviction (kv-cache bytes), B.")
+    bytes_kept_per_request: OutSweep = Field(description="KV of one request under the budget, B.")
+    bytes_saved_per_request: OutSweep = Field(description="full − kept per request, B.")
+    bytes_full_total: OutSweep = Field(description="Full KV of all `requests`, B.")
+    bytes_kept_total: OutSweep = Field(description="Kept KV of all `requests`, B.")
+    bytes_saved_total: OutSweep = Field(description="Bytes saved over all `requests`, B.")
+    compression_ratio: OutSweep = Field(description="full / kept bytes per request (null when nothing is kept).")
     tensor_parallel: int | None = Field(None, description="Ranks the cache is split over (with tensor_parallel).")
-    per_device_bytes_full_per_request: EvictNum = Field(None, description="Full KV of one request on one rank, B "
+    per_device_bytes_full_per_request: OutSweep = Field(None, description="Full KV of one request on one rank, B "
                                                         "(with tensor_parallel).")
-    per_device_bytes_kept_per_request: EvictNum = Field(None, description="Kept KV of one request on one rank, B "
+    per_device_bytes_kept_per_request: OutSweep = Field(None, description="Kept KV of one request on one rank, B "
                                                         "(with tensor_parallel).")
     max_requests_full: EvictRequests = Field(None, description="Requests the memory budget holds without eviction, "
                                              "floor(budget / full bytes) (with memory_budget_bytes).")

@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
@@ -121,21 +122,17 @@ class LoraRequest(CalcRequest):
 
 # --------------------------------------------------------------------------- outputs
 
-Num = float | None
-NumSweep = float | None | list[float | None]
 IntSweep = int | list[int]
 
 
-class ModuleOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ModuleOut(Outputs):
     name: str
     d_in: int = Field(description="Input width, elements.")
     d_out: int = Field(description="Output width, elements.")
     params_per_layer: IntSweep = Field(description="r × (d_in + d_out) adapter parameters per layer.")
 
 
-class PolicyOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PolicyOut(Outputs):
     completion_s: list[float | None] = Field(description="Completion time of each request, s.")
     start_s: list[float | None] = Field(description="Prefill start of each request, s.")
     gpu_busy_s: float | None = Field(description="GPU time spent on prefill, s.")
@@ -144,36 +141,34 @@ class PolicyOut(BaseModel):
     mean_wait_s: float | None = Field(description="Mean wait before prefill starts, s.")
 
 
-class ScheduleOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ScheduleOut(Outputs):
     load_end_s: list[float | None] = Field(description="When each adapter finishes loading, s.")
     load_all: PolicyOut
     ready_first: PolicyOut
 
 
-class LoraOutputs(BaseModel):
+class LoraOutputs(Outputs):
     """Outputs of lora: bytes in B (decimal and binary readings are the caller's), FLOPs per token; lists where swept."""
 
-    model_config = ConfigDict(extra="forbid")
     modules: list[ModuleOut]
     layers: int
     params_per_adapter: IntSweep = Field(description="Parameters of one adapter.")
-    bytes_per_adapter: NumSweep = Field(description="Bytes of one adapter, B.")
-    bytes_all_adapters: NumSweep = Field(description="bytes_per_adapter × adapters, B.")
+    bytes_per_adapter: OutSweep = Field(description="Bytes of one adapter, B.")
+    bytes_all_adapters: OutSweep = Field(description="bytes_per_adapter × adapters, B.")
     free_slots: int | None = Field(None, description="gpu_slots − pinned_slots (only with gpu_slots).")
     base_flops_per_token: float | None = Field(description="FLOPs per token of the targeted base projections.")
-    lora_flops_per_token: NumSweep = Field(description="FLOPs per token of the adapter on them.")
-    lora_over_base: NumSweep = Field(description="lora_flops_per_token / base_flops_per_token.")
+    lora_flops_per_token: OutSweep = Field(description="FLOPs per token of the adapter on them.")
+    lora_over_base: OutSweep = Field(description="lora_flops_per_token / base_flops_per_token.")
     tokens: IntSweep | None = Field(None, description="Tokens per batch (with tokens_per_adapter).")
     blocks: IntSweep | None = Field(None, description="Σ ceil(tokens_i / block) per batch.")
     padded_positions: IntSweep | None = Field(None, description="block × blocks per batch.")
-    efficiency: NumSweep = Field(None, description="tokens / padded positions per batch.")
-    base_flops: NumSweep = Field(None, description="Base FLOPs of the batch's tokens.")
-    lora_flops: NumSweep = Field(None, description="Adapter FLOPs of the batch's tokens.")
-    lora_padded_flops: NumSweep = Field(None, description="Adapter FLOPs the grouped kernel spends on padded positions.")
-    load_lower_bound_s: NumSweep = Field(None, description="bytes_per_adapter / link_bytes_per_s, s.")
+    efficiency: OutSweep = Field(None, description="tokens / padded positions per batch.")
+    base_flops: OutSweep = Field(None, description="Base FLOPs of the batch's tokens.")
+    lora_flops: OutSweep = Field(None, description="Adapter FLOPs of the batch's tokens.")
+    lora_padded_flops: OutSweep = Field(None, description="Adapter FLOPs the grouped kernel spends on padded positions.")
+    load_lower_bound_s: OutSweep = Field(None, description="bytes_per_adapter / link_bytes_per_s, s.")
     schedule: ScheduleOut | None = None
-    budget_bytes: NumSweep = Field(None, description="Bytes available for adapters after weights and KV reserve, B "
+    budget_bytes: OutSweep = Field(None, description="Bytes available for adapters after weights and KV reserve, B "
                                    "(with memory_budget_bytes or hardware).")
     adapters_that_fit: int | float | list[int | float] | None = Field(
         None, description="floor(budget / bytes_per_adapter): whole numbers (floats beyond 2^53).")

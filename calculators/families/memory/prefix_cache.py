@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -98,58 +99,56 @@ def _attention_terms(req, rec: dict | None, groups: list[GroupSpec] | None, res:
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-PrefixNum = float | None | list[float | None]
 #: a whole count of tokens or snapshots, or one per point
 PrefixCount = int | list[int]
 
 
-class PrefixCacheOutputs(BaseModel):
+class PrefixCacheOutputs(Outputs):
     """Outputs of prefix-cache: expected values over the hit rate; lists where an input is swept. The KV part needs a
     KV source, the prefill part a parameter count or FLOPs per token, TTFT a prefill rate, costs `price_per_mtok`."""
 
-    model_config = ConfigDict(extra="forbid")
     prefix_tokens: PrefixCount = Field(description="Shared prefix length, tokens.")
     restore_point_tokens: PrefixCount = Field(description="Tokens a hit can reuse: the last block / state-checkpoint "
                                               "boundary at or below the prefix, tokens.")
     recompute_tokens: PrefixCount = Field(description="Prefix tokens after the restore point that a hit still "
                                           "recomputes, tokens.")
-    expected_hits: PrefixNum = Field(description="Expected later requests that find the prefix cached, "
+    expected_hits: OutSweep = Field(description="Expected later requests that find the prefix cached, "
                                      "hit_rate × (requests − 1).")
     state_checkpoints: PrefixCount | None = Field(None, description="Recurrent-state snapshots within the prefix, "
                                                   "floor(prefix / interval) (with state_checkpoint_interval_tokens).")
     kv_bytes_per_token: float | None = Field(None, description="KV bytes per token of the full-history streams, "
                                              "B/token (with a KV source).")
-    prefix_kv_bytes: PrefixNum = Field(None, description="KV of one copy of the prefix (history, no state), B.")
+    prefix_kv_bytes: OutSweep = Field(None, description="KV of one copy of the prefix (history, no state), B.")
     state_bytes: float | None = Field(None, description="Recurrent state of one request, B (0 without recurrent layers).")
-    state_snapshot_bytes: PrefixNum = Field(None, description="State snapshots kept with the cache entry, B.")
-    cache_entry_bytes: PrefixNum = Field(None, description="One cache entry: prefix KV + state snapshots, B.")
-    kv_bytes_without_sharing: PrefixNum = Field(None, description="Every request holding its own copy of the prefix, B.")
-    kv_bytes_with_sharing: PrefixNum = Field(None, description="Expected KV stored with the cache (misses hold their "
+    state_snapshot_bytes: OutSweep = Field(None, description="State snapshots kept with the cache entry, B.")
+    cache_entry_bytes: OutSweep = Field(None, description="One cache entry: prefix KV + state snapshots, B.")
+    kv_bytes_without_sharing: OutSweep = Field(None, description="Every request holding its own copy of the prefix, B.")
+    kv_bytes_with_sharing: OutSweep = Field(None, description="Expected KV stored with the cache (misses hold their "
                                              "own copy), B.")
-    kv_bytes_saved: PrefixNum = Field(None, description="without − with sharing, B (negative when snapshots cost more "
+    kv_bytes_saved: OutSweep = Field(None, description="without − with sharing, B (negative when snapshots cost more "
                                       "than the hits save).")
-    kv_bytes_saved_per_hit: PrefixNum = Field(None, description="KV one hit does not hold, B.")
+    kv_bytes_saved_per_hit: OutSweep = Field(None, description="KV one hit does not hold, B.")
     tensor_parallel: int | None = Field(None, description="Ranks the cache is split over (with tensor_parallel).")
-    prefix_kv_bytes_per_device: PrefixNum = Field(None, description="Prefix KV on one rank, B (with tensor_parallel).")
+    prefix_kv_bytes_per_device: OutSweep = Field(None, description="Prefix KV on one rank, B (with tensor_parallel).")
     state_bytes_per_device: float | None = Field(None, description="Recurrent state on one rank, B (with tensor_parallel).")
-    state_snapshot_bytes_per_device: PrefixNum = Field(None, description="State snapshots on one rank, B "
+    state_snapshot_bytes_per_device: OutSweep = Field(None, description="State snapshots on one rank, B "
                                                        "(with tensor_parallel).")
-    cache_entry_bytes_per_device: PrefixNum = Field(None, description="Cache entry on one rank, B (with tensor_parallel).")
-    prefill_flops_linear_per_hit: PrefixNum = Field(None, description="Linear-layer prefill FLOPs of the reusable "
+    cache_entry_bytes_per_device: OutSweep = Field(None, description="Cache entry on one rank, B (with tensor_parallel).")
+    prefill_flops_linear_per_hit: OutSweep = Field(None, description="Linear-layer prefill FLOPs of the reusable "
                                                     "prefix, 2·params·tokens, FLOP.")
-    prefill_flops_attention_per_hit: PrefixNum = Field(None, description="Attention FLOPs over the prefix's causal "
+    prefill_flops_attention_per_hit: OutSweep = Field(None, description="Attention FLOPs over the prefix's causal "
                                                        "pairs, FLOP (0 when not modelled).")
-    prefill_flops_per_hit: PrefixNum = Field(None, description="Prefill FLOPs one hit skips, linear + attention, FLOP.")
-    prefill_flops_skipped: PrefixNum = Field(None, description="Expected prefill FLOPs skipped over all hits, FLOP.")
-    ttft_saved_per_hit_s: PrefixNum = Field(None, description="Time to first token one hit saves, s (with a prefill "
+    prefill_flops_per_hit: OutSweep = Field(None, description="Prefill FLOPs one hit skips, linear + attention, FLOP.")
+    prefill_flops_skipped: OutSweep = Field(None, description="Expected prefill FLOPs skipped over all hits, FLOP.")
+    ttft_saved_per_hit_s: OutSweep = Field(None, description="Time to first token one hit saves, s (with a prefill "
                                             "rate).")
-    expected_ttft_saved_s: PrefixNum = Field(None, description="TTFT a later request saves on average, hit_rate × "
+    expected_ttft_saved_s: OutSweep = Field(None, description="TTFT a later request saves on average, hit_rate × "
                                              "saved per hit, s.")
-    cost_uncached_usd: PrefixNum = Field(None, description="Input cost of all requests without caching, USD.")
-    cost_first_request_usd: PrefixNum = Field(None, description="Input cost of the request that writes the cache, USD.")
-    cost_later_request_usd: PrefixNum = Field(None, description="Expected input cost of each later request, USD.")
-    cost_cached_usd: PrefixNum = Field(None, description="Input cost of all requests with caching, USD.")
-    cost_saved_usd: PrefixNum = Field(None, description="uncached − cached input cost, USD.")
+    cost_uncached_usd: OutSweep = Field(None, description="Input cost of all requests without caching, USD.")
+    cost_first_request_usd: OutSweep = Field(None, description="Input cost of the request that writes the cache, USD.")
+    cost_later_request_usd: OutSweep = Field(None, description="Expected input cost of each later request, USD.")
+    cost_cached_usd: OutSweep = Field(None, description="Input cost of all requests with caching, USD.")
+    cost_saved_usd: OutSweep = Field(None, description="uncached − cached input cost, USD.")
 
 
 def compute(req: PrefixCacheRequest, lookup: Lookup) -> Result:

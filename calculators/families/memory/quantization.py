@@ -15,10 +15,11 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.domain import output_label, FORMATS, Fmt, FormatField, resolve_format
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
@@ -77,29 +78,26 @@ class QuantizationRequest(CalcRequest):
 
 
 #: a number, or one per point when `values` or `convert_bytes_per_s` is swept (null where not finite)
-QuantNum = float | None | list[float | None]
 
 
-class QuantizationFormatOut(BaseModel):
+class QuantizationFormatOut(Outputs):
     """The same values sized in one of the `compare` formats."""
 
-    model_config = ConfigDict(extra="forbid")
     format: str = Field(description="Format name (or the spec's label, 'custom' for bare numbers).")
     bits_per_value: float | None = Field(description="Payload bits per value, bit.")
-    effective_bits_per_value: QuantNum = Field(description="All bytes × 8 / values, scales and outliers included, bit.")
-    bytes_per_value: QuantNum = Field(description="effective bits / 8, B.")
-    payload_bytes: QuantNum = Field(description="values × bits / 8, B.")
-    scale_bytes: QuantNum = Field(description="Block scales (and zero points), B.")
-    outlier_bytes: QuantNum = Field(description="Sparse outlier side store, B.")
-    tensor_scale_bytes: QuantNum = Field(description="Per-tensor scale, B.")
-    total_bytes: QuantNum = Field(description="payload + scales + outliers + per-tensor scale, B.")
-    compression_vs_reference: QuantNum = Field(description="Reference bytes / these bytes (null when these are 0).")
+    effective_bits_per_value: OutSweep = Field(description="All bytes × 8 / values, scales and outliers included, bit.")
+    bytes_per_value: OutSweep = Field(description="effective bits / 8, B.")
+    payload_bytes: OutSweep = Field(description="values × bits / 8, B.")
+    scale_bytes: OutSweep = Field(description="Block scales (and zero points), B.")
+    outlier_bytes: OutSweep = Field(description="Sparse outlier side store, B.")
+    tensor_scale_bytes: OutSweep = Field(description="Per-tensor scale, B.")
+    total_bytes: OutSweep = Field(description="payload + scales + outliers + per-tensor scale, B.")
+    compression_vs_reference: OutSweep = Field(description="Reference bytes / these bytes (null when these are 0).")
 
 
-class QuantizationTensorOut(BaseModel):
+class QuantizationTensorOut(Outputs):
     """One tensor of a `tensors` request."""
 
-    model_config = ConfigDict(extra="forbid")
     name: str = Field(description="The tensor's label.")
     values: int = Field(description="Values (elements) of one copy.")
     format: str = Field(description="Format it is stored in.")
@@ -111,36 +109,35 @@ class QuantizationTensorOut(BaseModel):
     bytes: float | None = Field(description="count × bytes_each, B.")
 
 
-class QuantizationOutputs(BaseModel):
+class QuantizationOutputs(Outputs):
     """Outputs of quantization; lists where `values` or `convert_bytes_per_s` is swept. A `tensors` request sums its
     tensors and leaves out the single-format keys (format, bits, outliers, per-tensor scale)."""
 
-    model_config = ConfigDict(extra="forbid")
     values: int | float | list[int | float] = Field(description="Values sized (a tensor's elements, a model's "
                                                     "parameters, or the sum of count × values over `tensors`); whole, "
                                                     "written as a float past 2^53.")
     format: str | None = Field(None, description="Format name (single-format requests).")
     bits_per_value: float | None = Field(None, description="Payload bits per value of the format, bit.")
-    effective_bits_per_value: QuantNum = Field(description="All bytes × 8 / values, scales and outliers included, bit "
+    effective_bits_per_value: OutSweep = Field(description="All bytes × 8 / values, scales and outliers included, bit "
                                                "(null for zero values in a tensors request).")
-    bytes_per_value: QuantNum = Field(None, description="effective bits / 8, B (single-format requests).")
-    payload_bytes: QuantNum = Field(description="values × bits / 8, B.")
-    scale_bytes: QuantNum = Field(description="Block scales (and zero points), B.")
-    outlier_bytes: QuantNum = Field(None, description="Sparse outlier side store, B (single-format requests).")
-    tensor_scale_bytes: QuantNum = Field(None, description="Per-tensor scale, B (single-format requests).")
-    total_bytes: QuantNum = Field(description="payload + scales + outliers + per-tensor scale, B.")
+    bytes_per_value: OutSweep = Field(None, description="effective bits / 8, B (single-format requests).")
+    payload_bytes: OutSweep = Field(description="values × bits / 8, B.")
+    scale_bytes: OutSweep = Field(description="Block scales (and zero points), B.")
+    outlier_bytes: OutSweep = Field(None, description="Sparse outlier side store, B (single-format requests).")
+    tensor_scale_bytes: OutSweep = Field(None, description="Per-tensor scale, B (single-format requests).")
+    total_bytes: OutSweep = Field(description="payload + scales + outliers + per-tensor scale, B.")
     reference_format: str = Field(description="Format the compression is measured against.")
-    reference_bytes: QuantNum = Field(description="The same values in the reference format, B.")
-    compression_vs_reference: QuantNum = Field(description="reference bytes / total bytes (null when the total is 0).")
-    saved_bytes: QuantNum = Field(description="reference − total bytes, B (negative: the format is larger).")
+    reference_bytes: OutSweep = Field(description="The same values in the reference format, B.")
+    compression_vs_reference: OutSweep = Field(description="reference bytes / total bytes (null when the total is 0).")
+    saved_bytes: OutSweep = Field(description="reference − total bytes, B (negative: the format is larger).")
     formats: list[QuantizationFormatOut] = Field(description="One row per `compare` format (empty for tensors).")
     tensors: list[QuantizationTensorOut] | None = Field(None, description="One row per tensor (tensors requests).")
     measured_bytes: float | None = Field(None, description="The measured size given, B (with measured_bytes).")
-    measured_bits_per_value: QuantNum = Field(None, description="measured bytes × 8 / values, bit (with measured_bytes).")
-    measured_over_nominal: QuantNum = Field(None, description="measured / computed total bytes (with measured_bytes).")
-    convert_bytes_moved: QuantNum = Field(None, description="Bytes a conversion pass reads and writes, reference + "
+    measured_bits_per_value: OutSweep = Field(None, description="measured bytes × 8 / values, bit (with measured_bytes).")
+    measured_over_nominal: OutSweep = Field(None, description="measured / computed total bytes (with measured_bytes).")
+    convert_bytes_moved: OutSweep = Field(None, description="Bytes a conversion pass reads and writes, reference + "
                                           "target, B (with convert_bytes_per_s).")
-    convert_s: QuantNum = Field(None, description="Time of that pass at the given throughput, s (with "
+    convert_s: OutSweep = Field(None, description="Time of that pass at the given throughput, s (with "
                                 "convert_bytes_per_s).")
 
 

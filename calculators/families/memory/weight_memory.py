@@ -16,8 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     CalcRequest,
     Fraction,
@@ -107,22 +108,19 @@ class WeightMemoryRequest(CalcRequest):
 # --------------------------------------------------------------------------- outputs
 
 #: a number, or one per point when `devices`, `params` or `memory_per_device_bytes` is swept (null where not finite)
-WeightNum = float | None | list[float | None]
 #: a parameter count: a whole number, written as a float past 2^53 (JSON integers stop at 64 bits)
 WeightCount = int | float
 
 
-class WeightMemoryComponentOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class WeightMemoryComponentOut(Outputs):
     params: WeightCount = Field(description="Parameters of the component (0 when excluded).")
     bytes: float | None = Field(description="Its bytes in its format, group scales included, B.")
     format: str = Field(description="Its storage format.")
 
 
-class WeightMemoryBreakdownOut(BaseModel):
+class WeightMemoryBreakdownOut(Outputs):
     """Parameters and bytes per component of the model."""
 
-    model_config = ConfigDict(extra="forbid")
     attention: WeightMemoryComponentOut = Field(description="Attention projections (Q, K, V, O or MLA's), all layers.")
     dense_ffn: WeightMemoryComponentOut = Field(description="Dense FFN matrices, all dense layers.")
     routed_experts: WeightMemoryComponentOut = Field(description="Every routed expert of every MoE layer.")
@@ -133,8 +131,7 @@ class WeightMemoryBreakdownOut(BaseModel):
     lm_head: WeightMemoryComponentOut = Field(description="Output projection (0 when tied to the embeddings).")
 
 
-class WeightMemoryPerLayerOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class WeightMemoryPerLayerOut(Outputs):
     attention_params: WeightCount = Field(description="Attention parameters of one layer.")
     dense_ffn_params: WeightCount = Field(description="Dense FFN parameters of one layer (0 without one).")
     expert_params: WeightCount = Field(description="Parameters of one routed expert.")
@@ -143,18 +140,16 @@ class WeightMemoryPerLayerOut(BaseModel):
                                            "2 × active matrix params / layers, FLOP.")
 
 
-class WeightMemoryFormatOut(BaseModel):
+class WeightMemoryFormatOut(Outputs):
     """Every component stored in one of `compare_formats`."""
 
-    model_config = ConfigDict(extra="forbid")
     format: str = Field(description="Format name.")
     bits_per_param: float | None = Field(description="Average bits per parameter, group scales included, bit.")
-    bytes_total: WeightNum = Field(description="All weights in that format, B.")
-    per_device_bytes: WeightNum = Field(description="bytes_total / devices, B (an even split).")
+    bytes_total: OutSweep = Field(description="All weights in that format, B.")
+    per_device_bytes: OutSweep = Field(description="bytes_total / devices, B (an even split).")
 
 
-class WeightMemoryTensorOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class WeightMemoryTensorOut(Outputs):
     name: str = Field(description="The tensor's label.")
     shape: list[int] = Field(description="Its dimensions.")
     count: int = Field(description="Identical tensors of this shape.")
@@ -165,16 +160,15 @@ class WeightMemoryTensorOut(BaseModel):
     bytes: float | None = Field(description="count × bytes_each, B.")
 
 
-class WeightMemoryOutputs(BaseModel):
+class WeightMemoryOutputs(Outputs):
     """Outputs of weight-memory; lists where `devices`, `params` or `memory_per_device_bytes` is swept. The breakdown
     needs shapes (model or architecture); the fit needs a memory capacity (hardware or memory_per_device_bytes)."""
 
-    model_config = ConfigDict(extra="forbid")
-    params_total: WeightNum = Field(description="Parameters stored.")
-    bytes_total: WeightNum = Field(description="Bytes of all weights, group scales included, B.")
-    bits_per_param: WeightNum = Field(description="bytes × 8 / parameters, bit.")
+    params_total: OutSweep = Field(description="Parameters stored.")
+    bytes_total: OutSweep = Field(description="Bytes of all weights, group scales included, B.")
+    bits_per_param: OutSweep = Field(description="bytes × 8 / parameters, bit.")
     devices: int | list[int] = Field(description="Devices sharing one replica.")
-    per_device_bytes: WeightNum = Field(description="Weights on one device: sharded parts / devices + replicated "
+    per_device_bytes: OutSweep = Field(description="Weights on one device: sharded parts / devices + replicated "
                                         "norms and router, B.")
     breakdown: WeightMemoryBreakdownOut | None = Field(None, description="Per component (model or architecture).")
     core_matrix_params: WeightCount | None = Field(None, description="Matrix parameters of attention, FFN, experts and "
@@ -187,9 +181,9 @@ class WeightMemoryOutputs(BaseModel):
     group_params: WeightCount | None = Field(None, description="Values of one group of tensors (tensors requests).")
     group_bytes: float | None = Field(None, description="Bytes of one group of tensors, B (tensors requests).")
     copies: int | None = Field(None, description="Copies of the group (tensors requests).")
-    memory_per_device_bytes: WeightNum = Field(None, description="Memory capacity of one device, B (with a capacity).")
-    usable_per_device_bytes: WeightNum = Field(None, description="capacity × utilization − reserve, B.")
-    remaining_per_device_bytes: WeightNum = Field(None, description="usable − weights per device, B (negative: does "
+    memory_per_device_bytes: OutSweep = Field(None, description="Memory capacity of one device, B (with a capacity).")
+    usable_per_device_bytes: OutSweep = Field(None, description="capacity × utilization − reserve, B.")
+    remaining_per_device_bytes: OutSweep = Field(None, description="usable − weights per device, B (negative: does "
                                                   "not fit).")
     fits: bool | list[bool] | None = Field(None, description="The weights fit the usable memory of each device.")
     min_devices: WeightCount | None | list[WeightCount | None] = Field(None, description="Fewest devices that hold the weights "

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.framework import (
@@ -55,15 +56,13 @@ class CollectiveRequest(CalcRequest):
 
 
 #: a number, or one per point when an input is swept (null where not finite, e.g. a time without a bandwidth)
-CollectiveNum = float | None | list[float | None]
 #: which term of the α–β time is larger at each point
 CollectiveTerm = Literal["latency", "bandwidth"]
 
 
-class CollectiveFollowUpOut(BaseModel):
+class CollectiveFollowUpOut(Outputs):
     """One `then` entry: a further collective run serially after the main ones."""
 
-    model_config = ConfigDict(extra="forbid")
     label: str = Field(description="Its label (default: operation ×count).")
     operation: str = Field(description="Collective operation.")
     algorithm: str = Field(description="ring, tree or direct.")
@@ -71,37 +70,36 @@ class CollectiveFollowUpOut(BaseModel):
     count: int = Field(description="Identical collectives of this kind in a row.")
     rounds: float | None = Field(description="Dependent rounds of one, a whole count.")
     sent_bytes_per_rank: float | None = Field(description="Bytes the busiest rank sends in one, B.")
-    time_s: CollectiveNum = Field(description="Time of one, s (null without a bandwidth).")
-    total_time_s: CollectiveNum = Field(description="count × time_s, s.")
+    time_s: OutSweep = Field(description="Time of one, s (null without a bandwidth).")
+    total_time_s: OutSweep = Field(description="count × time_s, s.")
     sent_bytes_per_rank_total: float | None = Field(description="count × sent bytes per rank, B.")
 
 
-class CollectiveOutputs(BaseModel):
+class CollectiveOutputs(Outputs):
     """Outputs of collective (α–β model) for one main collective; lists where an input is swept. Times are null
     without a bandwidth (byte counts and rounds only)."""
 
-    model_config = ConfigDict(extra="forbid")
-    time_s: CollectiveNum = Field(description="One collective, rounds × α + wire bytes / effective bandwidth, s.")
-    latency_part_s: CollectiveNum = Field(description="rounds × α, s.")
-    bandwidth_part_s: CollectiveNum = Field(description="Bytes the busiest rank serialises / effective bandwidth, s.")
-    rounds: CollectiveNum = Field(description="Dependent rounds on the critical path, a whole count.")
-    sent_bytes_per_rank: CollectiveNum = Field(description="Bytes the busiest rank sends, B.")
-    received_bytes_per_rank: CollectiveNum = Field(description="Bytes the busiest rank receives, B.")
-    total_sent_bytes: CollectiveNum = Field(description="Bytes sent by all ranks together, B.")
-    chunk_bytes: CollectiveNum = Field(description="Bytes of one message of the algorithm, B.")
-    effective_bandwidth_bytes_per_s: CollectiveNum = Field(description="nics × B / (1 + nic_imbalance), B/s (null "
+    time_s: OutSweep = Field(description="One collective, rounds × α + wire bytes / effective bandwidth, s.")
+    latency_part_s: OutSweep = Field(description="rounds × α, s.")
+    bandwidth_part_s: OutSweep = Field(description="Bytes the busiest rank serialises / effective bandwidth, s.")
+    rounds: OutSweep = Field(description="Dependent rounds on the critical path, a whole count.")
+    sent_bytes_per_rank: OutSweep = Field(description="Bytes the busiest rank sends, B.")
+    received_bytes_per_rank: OutSweep = Field(description="Bytes the busiest rank receives, B.")
+    total_sent_bytes: OutSweep = Field(description="Bytes sent by all ranks together, B.")
+    chunk_bytes: OutSweep = Field(description="Bytes of one message of the algorithm, B.")
+    effective_bandwidth_bytes_per_s: OutSweep = Field(description="nics × B / (1 + nic_imbalance), B/s (null "
                                                            "without a bandwidth).")
-    algorithm_bandwidth_bytes_per_s: CollectiveNum = Field(description="M / time, B/s.")
-    bus_bandwidth_bytes_per_s: CollectiveNum = Field(description="Algorithm bandwidth × the operation's bus factor "
+    algorithm_bandwidth_bytes_per_s: OutSweep = Field(description="M / time, B/s.")
+    bus_bandwidth_bytes_per_s: OutSweep = Field(description="Algorithm bandwidth × the operation's bus factor "
                                                      "(nccl-tests busbw), B/s.")
     dominant: CollectiveTerm | list[CollectiveTerm] | None = Field(description="'latency' or 'bandwidth', the larger "
                                                                    "part (null without a bandwidth).")
     count: int = Field(description="Main collectives run one after another.")
-    main_time_s: CollectiveNum = Field(description="count × time_s, s.")
-    main_sent_bytes_per_rank: CollectiveNum = Field(description="count × sent bytes per rank, B.")
+    main_time_s: OutSweep = Field(description="count × time_s, s.")
+    main_sent_bytes_per_rank: OutSweep = Field(description="count × sent bytes per rank, B.")
     then: list[CollectiveFollowUpOut] = Field(description="The follow-up collectives, in order (empty without `then`).")
-    total_time_s: CollectiveNum = Field(description="Main collectives + follow-ups, run serially, s.")
-    total_sent_bytes_per_rank: CollectiveNum = Field(description="Bytes the busiest rank sends over the whole "
+    total_time_s: OutSweep = Field(description="Main collectives + follow-ups, run serially, s.")
+    total_sent_bytes_per_rank: OutSweep = Field(description="Bytes the busiest rank sends over the whole "
                                                      "sequence, B.")
 
 

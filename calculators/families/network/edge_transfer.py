@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep,
@@ -97,50 +98,45 @@ class EdgeTransferRequest(CalcRequest):
 
 # --------------------------------------------------------------------------- outputs
 
-Seconds = float | None | list[float | None]
-Ratio = float | None | list[float | None]
 TermName = Literal["upload", "rtt", "processing", "download", "codec"]
 
 
-class Breakdown(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    upload: Seconds = Field(description="Upload time over all rounds, s.")
-    rtt: Seconds = Field(description="Round trips over all rounds, s.")
-    processing: Seconds = Field(description="Cloud (serial) processing over all rounds, s.")
-    download: Seconds = Field(description="Download time over all rounds, s.")
-    codec: Seconds = Field(description="Encode + decode time over all rounds, s.")
+class Breakdown(Outputs):
+    upload: OutSweep = Field(description="Upload time over all rounds, s.")
+    rtt: OutSweep = Field(description="Round trips over all rounds, s.")
+    processing: OutSweep = Field(description="Cloud (serial) processing over all rounds, s.")
+    download: OutSweep = Field(description="Download time over all rounds, s.")
+    codec: OutSweep = Field(description="Encode + decode time over all rounds, s.")
 
 
-class WhatIfOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class WhatIfOut(Outputs):
     label: str = Field(description="Name of the variant.")
-    total_s: Seconds = Field(description="The variant's total time, s.")
-    saved_s: Seconds = Field(description="Base total minus the variant's, s (negative: slower).")
+    total_s: OutSweep = Field(description="The variant's total time, s.")
+    saved_s: OutSweep = Field(description="Base total minus the variant's, s (negative: slower).")
     breakdown: Breakdown
 
 
-class EdgeTransferOutputs(BaseModel):
+class EdgeTransferOutputs(Outputs):
     """Outputs of edge-transfer; lists where an input is swept."""
 
-    model_config = ConfigDict(extra="forbid")
-    upload_bytes: Ratio = Field(description="Bytes uploaded per round before transfer compression, B "
+    upload_bytes: OutSweep = Field(description="Bytes uploaded per round before transfer compression, B "
                                               "(from `raw` when given).")
-    upload_s: Seconds = Field(description="Upload time over all rounds, s.")
-    download_s: Seconds = Field(description="Download time over all rounds, s.")
-    per_round_s: Seconds = Field(description="One round: upload + RTT + processing + download + codec, s.")
-    total_s: Seconds = Field(description="All rounds (the cloud path), s.")
+    upload_s: OutSweep = Field(description="Upload time over all rounds, s.")
+    download_s: OutSweep = Field(description="Download time over all rounds, s.")
+    per_round_s: OutSweep = Field(description="One round: upload + RTT + processing + download + codec, s.")
+    total_s: OutSweep = Field(description="All rounds (the cloud path), s.")
     breakdown: Breakdown
     dominant: TermName | list[TermName] = Field(description="The largest term.")
-    bdp_bytes: Ratio = Field(description="Bandwidth-delay product of the uplink, B.")
-    upload_over_bdp: Ratio = Field(description="Bytes sent per round over the BDP (null when the BDP is 0).")
+    bdp_bytes: OutSweep = Field(description="Bandwidth-delay product of the uplink, B.")
+    upload_over_bdp: OutSweep = Field(description="Bytes sent per round over the BDP (null when the BDP is 0).")
     what_if: list[WhatIfOut] = Field(description="Variants, in request order.")
     raw_bytes: float | None = Field(None, description="Size of the RAW capture, B (only with `raw`).")
-    cloud_total_s: Seconds = Field(None, description="Cloud path total (= total_s), s (only with `on_device`).")
+    cloud_total_s: OutSweep = Field(None, description="Cloud path total (= total_s), s (only with `on_device`).")
     local_per_round_s: float | None = Field(None, description="On-device time per round, s (only with `on_device`).")
     local_total_s: float | None = Field(None, description="On-device time over all rounds, s (only with `on_device`).")
     faster: Literal["device", "cloud"] | list[Literal["device", "cloud"]] | None = Field(
         None, description="Which path finishes first (a tie counts as the device: no network needed).")
-    saved_s: Seconds = Field(None, description="Time saved by the faster path: |cloud_total_s − local_total_s|, s.")
+    saved_s: OutSweep = Field(None, description="Time saved by the faster path: |cloud_total_s − local_total_s|, s.")
 
 
 def _terms(upload_bytes, download_bytes, up_bps, down_bps, rtt_s, processing_s, compression) -> dict:

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
@@ -29,33 +30,31 @@ class InflightRequest(CalcRequest):
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-InflightNum = float | None | list[float | None]
 #: which bound is the smallest at each point
 InflightLimiter = Literal["link", "window", "serial"]
 
 
-class InflightWindowOutputs(BaseModel):
+class InflightWindowOutputs(Outputs):
     """Outputs of inflight-window (Little's law); lists where an input is swept. The requirement needs
     target_bytes_per_s; the bound needs a window, a line rate or a serial service time."""
 
-    model_config = ConfigDict(extra="forbid")
-    required_inflight_exact: InflightNum = Field(None, description="target × completion time / request bytes, "
+    required_inflight_exact: OutSweep = Field(None, description="target × completion time / request bytes, "
                                                  "requests (fractional).")
     required_inflight: int | float | None | list[int | float | None] = Field(
         None, description="Requests that must be in flight, the exact figure rounded up (a whole count; a float past "
                           "2^62).")
-    bytes_in_flight: InflightNum = Field(None, description="target × completion time, B.")
-    window_bound_bytes_per_s: InflightNum = Field(None, description="window × request bytes / completion time, B/s "
+    bytes_in_flight: OutSweep = Field(None, description="target × completion time, B.")
+    window_bound_bytes_per_s: OutSweep = Field(None, description="window × request bytes / completion time, B/s "
                                                   "(with window).")
-    serial_bound_bytes_per_s: InflightNum = Field(None, description="request bytes / service time, B/s (with "
+    serial_bound_bytes_per_s: OutSweep = Field(None, description="request bytes / service time, B/s (with "
                                                   "service_s).")
-    bound_bytes_per_s: InflightNum = Field(None, description="Achievable bandwidth, the smallest of the line rate, "
+    bound_bytes_per_s: OutSweep = Field(None, description="Achievable bandwidth, the smallest of the line rate, "
                                            "window and serial bounds, B/s.")
-    requests_per_s: InflightNum = Field(None, description="bound / request bytes, requests/s.")
+    requests_per_s: OutSweep = Field(None, description="bound / request bytes, requests/s.")
     limiter: InflightLimiter | list[InflightLimiter] | None = Field(None, description="Which bound is the smallest.")
     meets_target: bool | list[bool] | None = Field(None, description="The bound reaches target_bytes_per_s (with a "
                                                    "target).")
-    transfer_time_s: InflightNum = Field(None, description="transfer_bytes / bound, s (with transfer_bytes).")
+    transfer_time_s: OutSweep = Field(None, description="transfer_bytes / bound, s (with transfer_bytes).")
 
 
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import Outputs
 from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out, request_inputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator
@@ -156,16 +157,14 @@ def compute(req: MaxFlowRequest, lookup: Lookup) -> Result:
     return res
 
 
-class MaxFlowCutEdgeOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MaxFlowCutEdgeOut(Outputs):
     from_node: str = Field(description="Node on the source side the edge leaves.")
     to_node: str = Field(description="Node on the sink side the edge enters.")
     label: str | None = Field(description="The edge's label, as given.")
     capacity: float | None = Field(description="The edge's capacity, in the graph's rate unit.")
 
 
-class MaxFlowEdgeOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MaxFlowEdgeOut(Outputs):
     from_node: str = Field(description="Node the edge leaves.")
     to_node: str = Field(description="Node the edge enters.")
     label: str | None = Field(description="The edge's label, as given.")
@@ -174,10 +173,9 @@ class MaxFlowEdgeOut(BaseModel):
     saturated: bool = Field(description="The flow fills the capacity (to round-off).")
 
 
-class MaxFlowOutputs(BaseModel):
+class MaxFlowOutputs(Outputs):
     """Outputs of max-flow; rates are in the one unit of the edge capacities (tokens/s, B/s …)."""
 
-    model_config = ConfigDict(extra="forbid")
     max_flow: float | None = Field(description="Largest steady source → sink rate, in the graph's rate unit.")
     min_cut_capacity: float | None = Field(description="Sum of the capacities of the minimum cut (equal to max_flow).")
     min_cut: list[MaxFlowCutEdgeOut] = Field(description="Edges from the source side to the sink side of a minimum cut.")

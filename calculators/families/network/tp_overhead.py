@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
@@ -44,27 +45,25 @@ class TpOverheadRequest(CalcRequest):
 
 
 #: a number, or one per point when an input is swept (null where not finite: every time without a bandwidth)
-TpNum = float | None | list[float | None]
 #: which part of an all-reduce is larger at each point
 TpTerm = Literal["latency", "bandwidth"]
 
 
-class TpOverheadOutputs(BaseModel):
+class TpOverheadOutputs(Outputs):
     """Outputs of tp-overhead; lists where an input is swept. Times are null without a bandwidth or link."""
 
-    model_config = ConfigDict(extra="forbid")
-    bytes_per_allreduce: TpNum = Field(description="Activation reduced by each all-reduce, tokens × hidden × bytes, B.")
-    sent_bytes_per_rank: TpNum = Field(description="Bytes each rank sends in one all-reduce, B.")
+    bytes_per_allreduce: OutSweep = Field(description="Activation reduced by each all-reduce, tokens × hidden × bytes, B.")
+    sent_bytes_per_rank: OutSweep = Field(description="Bytes each rank sends in one all-reduce, B.")
     allreduces: int = Field(description="All-reduces in the forward pass, layers × all-reduces per layer.")
-    per_allreduce_s: TpNum = Field(description="One all-reduce, rounds × α + wire bytes / bandwidth, s.")
-    latency_part_s: TpNum = Field(description="Start-up part of one all-reduce, rounds × α, s.")
-    bandwidth_part_s: TpNum = Field(description="Data-movement part of one all-reduce, s.")
-    per_layer_s: TpNum = Field(description="All-reduce time per layer, s.")
-    total_s: TpNum = Field(description="All-reduce time of the whole forward pass, s.")
-    total_latency_part_s: TpNum = Field(description="Start-up part over the pass, s.")
-    total_bandwidth_part_s: TpNum = Field(description="Data-movement part over the pass, s.")
-    saved_if_alpha_halves_s: TpNum = Field(description="Time saved per pass if α were halved, s.")
-    saved_if_bandwidth_doubles_s: TpNum = Field(description="Time saved per pass if the bandwidth doubled, s.")
+    per_allreduce_s: OutSweep = Field(description="One all-reduce, rounds × α + wire bytes / bandwidth, s.")
+    latency_part_s: OutSweep = Field(description="Start-up part of one all-reduce, rounds × α, s.")
+    bandwidth_part_s: OutSweep = Field(description="Data-movement part of one all-reduce, s.")
+    per_layer_s: OutSweep = Field(description="All-reduce time per layer, s.")
+    total_s: OutSweep = Field(description="All-reduce time of the whole forward pass, s.")
+    total_latency_part_s: OutSweep = Field(description="Start-up part over the pass, s.")
+    total_bandwidth_part_s: OutSweep = Field(description="Data-movement part over the pass, s.")
+    saved_if_alpha_halves_s: OutSweep = Field(description="Time saved per pass if α were halved, s.")
+    saved_if_bandwidth_doubles_s: OutSweep = Field(description="Time saved per pass if the bandwidth doubled, s.")
     dominant: TpTerm | list[TpTerm] | None = Field(description="'latency' or 'bandwidth', the larger part of an "
                                                    "all-reduce (null without a bandwidth).")
 

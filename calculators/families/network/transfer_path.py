@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import headline as hf
 from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.domain import link_spec
@@ -81,67 +82,62 @@ class TransferPathRequest(CalcRequest):
 
 #: a number, or one per point when `payload_bytes` or `rate_per_s` is swept (null where not finite: no rate limit,
 #: or a zero rate with bytes to move)
-TransferNum = float | None | list[float | None]
 
 
-class TransferPlanPathOut(BaseModel):
+class TransferPlanPathOut(Outputs):
     """One path of a plan (each of its `count` identical copies)."""
 
-    model_config = ConfigDict(extra="forbid")
     label: str = Field(description="The path's label.")
     count: int = Field(description="Identical parallel copies of the path.")
     bytes_per_s: float | None = Field(description="Rate of one copy: its slowest hop, scaled down by the plan's caps, "
                                       "B/s (null: no limit).")
-    share_bytes: TransferNum = Field(description="Bytes one copy carries (its share by rate, with imbalance), B.")
+    share_bytes: OutSweep = Field(description="Bytes one copy carries (its share by rate, with imbalance), B.")
     latency_s: float | None = Field(description="Sum of its hop latencies, s.")
-    time_s: TransferNum = Field(description="Time of one copy for its share, s.")
+    time_s: OutSweep = Field(description="Time of one copy for its share, s.")
     slowest_hop: str = Field(description="The hop with the lowest rate.")
 
 
-class TransferPlanLoadOut(BaseModel):
+class TransferPlanLoadOut(Outputs):
     """A concurrent resource that carries its own bytes during each round."""
 
-    model_config = ConfigDict(extra="forbid")
     label: str = Field(description="The load's label.")
     bytes: float | None = Field(description="Bytes it carries per round, B.")
     bytes_per_s: float | None = Field(description="Its rate, B/s (null: no limit).")
     time_s: float | None = Field(description="latency + bytes / rate, s (null: a zero rate).")
 
 
-class TransferPlanOut(BaseModel):
+class TransferPlanOut(Outputs):
     """One plan: the payload over its parallel paths, capped, with its loads, copies and rounds."""
 
-    model_config = ConfigDict(extra="forbid")
     label: str = Field(description="The plan's label (default: plan N).")
-    payload_bytes: TransferNum = Field(description="Payload of one copy, B.")
-    bytes_moved: TransferNum = Field(description="payload × copies, B.")
+    payload_bytes: OutSweep = Field(description="Payload of one copy, B.")
+    bytes_moved: OutSweep = Field(description="payload × copies, B.")
     copies: int = Field(description="Copies of the payload sent.")
     rounds: int = Field(description="Serially dependent repetitions of the whole transfer.")
     uncapped_bytes_per_s: float | None = Field(description="Σ count × path rate before caps, B/s (null: no limit).")
     aggregate_bytes_per_s: float | None = Field(description="min(uncapped, caps) / (1 + imbalance), B/s (null: no "
                                                 "limit).")
     latency_s: float | None = Field(description="Largest path latency, s.")
-    time_s: TransferNum = Field(description="One round: the slowest path, or a slower load, s.")
-    total_time_s: TransferNum = Field(description="rounds × one round, s.")
+    time_s: OutSweep = Field(description="One round: the slowest path, or a slower load, s.")
+    total_time_s: OutSweep = Field(description="rounds × one round, s.")
     bottleneck: str = Field(description="What sets the time at the first point: a hop, a cap, a load, a latency, or "
                             "'all paths (bytes split by rate)'.")
-    max_rate_per_s: TransferNum = Field(description="Payloads per second the aggregate rate carries, 1/s (null for an "
+    max_rate_per_s: OutSweep = Field(description="Payloads per second the aggregate rate carries, 1/s (null for an "
                                         "empty payload).")
     paths: list[TransferPlanPathOut] = Field(description="Its paths, in order.")
     loads: list[TransferPlanLoadOut] = Field(description="Its concurrent loads, in order (empty without loads).")
-    required_bytes_per_s: TransferNum = Field(None, description="rate_per_s × bytes moved, B/s (with rate_per_s).")
-    utilisation: TransferNum = Field(None, description="required / aggregate rate, a fraction (with rate_per_s).")
+    required_bytes_per_s: OutSweep = Field(None, description="rate_per_s × bytes moved, B/s (with rate_per_s).")
+    utilisation: OutSweep = Field(None, description="required / aggregate rate, a fraction (with rate_per_s).")
     sustainable: bool | list[bool] | None = Field(None, description="utilisation ≤ 1 (with rate_per_s).")
     meets_deadline: bool | list[bool] | None = Field(None, description="total time ≤ deadline_s (with deadline_s).")
 
 
-class TransferPathOutputs(BaseModel):
+class TransferPathOutputs(Outputs):
     """Outputs of transfer-path; lists where `payload_bytes` or `rate_per_s` is swept."""
 
-    model_config = ConfigDict(extra="forbid")
     plans: list[TransferPlanOut] = Field(description="One entry per plan, in request order.")
     fastest: str | None = Field(description="Label of the plan with the shortest total time at the first point.")
-    time_s: TransferNum = Field(description="Total time of the first plan, s.")
+    time_s: OutSweep = Field(description="Total time of the first plan, s.")
 
 
 def _rate(lookup: Lookup, res: Result, r: Rate, loc) -> tuple[float, float | None]:

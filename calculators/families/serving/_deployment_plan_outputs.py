@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-Num = float | None
+from calculators.framework import Outputs, OutNum
 
 
-class MemoryOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+
+class MemoryOut(Outputs):
     weights: float | None = Field(description="Weight bytes per device, B.")
     kv: float | None = Field(description="KV bytes of the batch per device, B.")
     total: float | None = Field(description="weights + kv, B.")
 
 
-class PrefillPoolOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PrefillPoolOut(Outputs):
     tp: int
     replicas: int
     devices: int
@@ -26,18 +25,16 @@ class PrefillPoolOut(BaseModel):
     ttft_s: float | None = Field(description="Prefill + p90 wait + KV transfer, s.")
 
 
-class DecodePoolOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class DecodePoolOut(Outputs):
     tp: int
     batch: int
     replicas: int | None
     devices: int | None
 
 
-class PlanOut(BaseModel):
+class PlanOut(Outputs):
     """One configuration (aggregated or disaggregated)."""
 
-    model_config = ConfigDict(extra="forbid")
     hardware: str
     mode: Literal["aggregated", "disaggregated"]
     tp: int
@@ -46,20 +43,20 @@ class PlanOut(BaseModel):
     batch: int = Field(description="Concurrent sequences per replica (per stage).")
     replicas: int | None = Field(description="Replicas (disaggregated: decode replicas); null when none suffices.")
     total_devices: int | None
-    ttft_s: Num = Field(description="p90 time to first token, s.")
-    tpot_s: Num = Field(description="Mean time per output token, s.")
-    prefill_s: Num = Field(description="One request's prefill, s.")
-    decode_step_s: Num = Field(description="One decode step, s.")
-    tokens_per_s_per_device: Num = Field(description="Output tokens/s per device at the offered load.")
-    tokens_per_s_per_user: Num = Field(description="Output tokens/s one request sees.")
+    ttft_s: OutNum = Field(description="p90 time to first token, s.")
+    tpot_s: OutNum = Field(description="Mean time per output token, s.")
+    prefill_s: OutNum = Field(description="One request's prefill, s.")
+    decode_step_s: OutNum = Field(description="One decode step, s.")
+    tokens_per_s_per_device: OutNum = Field(description="Output tokens/s per device at the offered load.")
+    tokens_per_s_per_user: OutNum = Field(description="Output tokens/s one request sees.")
     memory_per_device_bytes: MemoryOut
     fits: bool
     meets_slo: bool
     priced: bool
-    cost_per_hour_usd: Num = Field(description="USD per hour of all devices.")
-    cost_per_mtok_usd: Num = Field(description="USD per million output tokens.")
-    cost_per_mtok_total_usd: Num = Field(description="USD per million input + output tokens.")
-    prefill_load: Num = Field(None, description="Prefill utilisation of a replica (aggregated).")
+    cost_per_hour_usd: OutNum = Field(description="USD per hour of all devices.")
+    cost_per_mtok_usd: OutNum = Field(description="USD per million output tokens.")
+    cost_per_mtok_total_usd: OutNum = Field(description="USD per million input + output tokens.")
+    prefill_load: OutNum = Field(None, description="Prefill utilisation of a replica (aggregated).")
     prefill_pool: PrefillPoolOut | None = Field(None, description="The prefill pool (disaggregated).")
     decode_pool: DecodePoolOut | None = Field(None, description="The decode pool (disaggregated).")
     ratio: str | None = Field(None, description="'P prefill : D decode' devices (disaggregated).")
@@ -69,10 +66,9 @@ class PlanOut(BaseModel):
     link: str | None = Field(description="Link id of the TP group.")
 
 
-class DeploymentPlanOutputs(BaseModel):
+class DeploymentPlanOutputs(Outputs):
     """Outputs of deployment-plan (USD, seconds, bytes)."""
 
-    model_config = ConfigDict(extra="forbid")
     headline: str = Field(description="The answer in one sentence (same as the envelope's headline).")
     best: PlanOut | None = Field(description="Cheapest configuration per million output tokens that meets both SLOs.")
     why: str

@@ -17,8 +17,9 @@ import math
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutCountSweep, OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     MAX_LIST_LENGTH, MAX_VALUE, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
@@ -309,43 +310,39 @@ def _mixture_headline(req: MixtureRequest, o: dict) -> str:
 # =========================================================================== outputs
 
 #: a number, or one per point when an input is swept; null where it is not finite (a change that never pays)
-BreakEvenNum = float | None | list[float | None]
 #: a whole count, or one per point; null where there is none (past 2^53, where float64 stops holding every whole
 #: number, it is written as a float)
-BreakEvenCount = int | float | None | list[int | float | None]
 
 
-class BreakEvenOutputs(BaseModel):
+class BreakEvenOutputs(Outputs):
     """Outputs of break-even; lists where an input is swept. Costs are in the request's `unit`."""
 
-    model_config = ConfigDict(extra="forbid")
-    cost_per_use_before: BreakEvenNum = Field(None, description="Cost of one use without the change, in `unit`: the "
+    cost_per_use_before: OutSweep = Field(None, description="Cost of one use without the change, in `unit`: the "
                                               "fixed part plus amount / rate (when costs or amounts are given).")
-    cost_per_use_after: BreakEvenNum = Field(None, description="Cost of one use with the change, in `unit` (when costs "
+    cost_per_use_after: OutSweep = Field(None, description="Cost of one use with the change, in `unit` (when costs "
                                              "or amounts are given).")
-    saving_per_use: BreakEvenNum = Field(None, description="Cost saved per use, in `unit` (negative: each use costs "
+    saving_per_use: OutSweep = Field(None, description="Cost saved per use, in `unit` (negative: each use costs "
                                          "more). Absent for amounts without a `rate`.")
-    break_even_uses: BreakEvenNum = Field(None, description="Uses that pay back the one-off, one_off / saving (a "
+    break_even_uses: OutSweep = Field(None, description="Uses that pay back the one-off, one_off / saving (a "
                                           "fraction of a use; null when the change never pays back).")
-    first_beneficial_use: BreakEvenCount = Field(None, description="The first whole use with a strictly positive net "
+    first_beneficial_use: OutCountSweep = Field(None, description="The first whole use with a strictly positive net "
                                                  "benefit (null when it never pays back).")
-    payback_s: BreakEvenNum = Field(None, description="Time to break even at `uses_per_s`, s (with uses_per_s > 0).")
-    net_benefit: BreakEvenNum = Field(None, description="N × saving − one_off after the `uses` given, in `unit` "
+    payback_s: OutSweep = Field(None, description="Time to break even at `uses_per_s`, s (with uses_per_s > 0).")
+    net_benefit: OutSweep = Field(None, description="N × saving − one_off after the `uses` given, in `unit` "
                                       "(negative: a loss).")
     worthwhile: bool | list[bool] | None = Field(None, description="The net benefit after `uses` is positive (with `uses`).")
-    total_before: BreakEvenNum = Field(None, description="Cost of `uses` uses without the change, in `unit` (with "
+    total_before: OutSweep = Field(None, description="Cost of `uses` uses without the change, in `unit` (with "
                                        "`uses` and per-use costs).")
-    total_after: BreakEvenNum = Field(None, description="One-off plus the cost of `uses` uses with the change, in `unit`.")
-    required_saving_per_use: BreakEvenNum = Field(None, description="Saving per use needed to pay back over `uses` "
+    total_after: OutSweep = Field(None, description="One-off plus the cost of `uses` uses with the change, in `unit`.")
+    required_saving_per_use: OutSweep = Field(None, description="Saving per use needed to pay back over `uses` "
                                                   "uses, one_off / N, in `unit` (null for N = 0).")
-    break_even_rate: BreakEvenNum = Field(None, description="Rate at which before and after cost the same, in amount "
+    break_even_rate: OutSweep = Field(None, description="Rate at which before and after cost the same, in amount "
                                           "per unit of cost (bytes/s for seconds); null when none exists. With amounts.")
     change_pays_below_rate: bool | None = Field(None, description="True: the change pays below break_even_rate (it "
                                                 "moves less); false: above it. With amounts.")
 
 
-class MixtureOptionOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MixtureOptionOut(Outputs):
     name: str = Field(description="The option's label.")
     expected: float | list[float] = Field(description="Expected cost p·if_event + (1 − p)·if_not, in the options' unit.")
     quantile: float | list[float] | None = Field(None, description="The requested quantile of the two-point outcome, "
@@ -356,8 +353,7 @@ class MixtureOptionOut(BaseModel):
                                                                 "`threshold` and `quantile`).")
 
 
-class MixtureCrossingOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MixtureCrossingOut(Outputs):
     a: str = Field(description="First option of the pair.")
     b: str = Field(description="Second option of the pair.")
     probability: float | None = Field(description="Event probability where the two cost the same (null: they never "
@@ -366,10 +362,9 @@ class MixtureCrossingOut(BaseModel):
                                      "costs, no crossing).")
 
 
-class MixtureChoiceOutputs(BaseModel):
+class MixtureChoiceOutputs(Outputs):
     """Outputs of mixture-choice; per-option values are lists where the probability is swept."""
 
-    model_config = ConfigDict(extra="forbid")
     options: list[MixtureOptionOut] = Field(description="Each option's expected cost (and quantile), in request order.")
     crossings: list[MixtureCrossingOut] = Field(description="Every pair of options and where they cross.")
     best: str | list[str] = Field(description="The option with the lowest expected cost (ties: the first listed).")

@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from calculators.framework import OutNum, OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, PosIntSweep, Result, broadcast, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
@@ -94,78 +95,72 @@ class SplitWhatIf(CalcRequest):
 
 # --------------------------------------------------------------------------- outputs
 
-Num = float | None
-NumSweep = float | None | list[float | None]
 Term = Literal["memory", "compute", "communication", "handoff"]
 
 
-class SplitCandidateOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SplitCandidateOut(Outputs):
     tp: int = Field(description="Tensor-parallel degree p.")
     devices: int = Field(description="tp × pp devices.")
-    memory_time_s: Num = Field(description="(W + KV) / (p × B_hbm), s.")
-    compute_time_s: Num = Field(description="step tokens × FLOPs per token / (p × FLOP/s), s (0 unless given).")
-    allreduce_time_s: Num = Field(description="One ring all-reduce, s.")
-    comm_time_s: Num = Field(description="layers × all-reduces per layer × t_ar, s.")
-    handoff_time_s: Num = Field(description="(pp − 1) stage hand-offs, s.")
-    step_time_s: Num = Field(description="max(memory, compute) + communication + hand-offs, s.")
-    per_device_bytes: Num = Field(description="(W + KV) / (tp × pp) + workspace, B.")
-    free_bytes: Num = Field(description="Usable memory minus per_device_bytes, B (null without a capacity).")
+    memory_time_s: OutNum = Field(description="(W + KV) / (p × B_hbm), s.")
+    compute_time_s: OutNum = Field(description="step tokens × FLOPs per token / (p × FLOP/s), s (0 unless given).")
+    allreduce_time_s: OutNum = Field(description="One ring all-reduce, s.")
+    comm_time_s: OutNum = Field(description="layers × all-reduces per layer × t_ar, s.")
+    handoff_time_s: OutNum = Field(description="(pp − 1) stage hand-offs, s.")
+    step_time_s: OutNum = Field(description="max(memory, compute) + communication + hand-offs, s.")
+    per_device_bytes: OutNum = Field(description="(W + KV) / (tp × pp) + workspace, B.")
+    free_bytes: OutNum = Field(description="Usable memory minus per_device_bytes, B (null without a capacity).")
     fits: bool = Field(description="per_device_bytes ≤ usable memory.")
     dominant: Term = Field(description="The largest term.")
-    measured_step_time_s: Num = Field(None, description="Measured kernels + this link's all-reduces, s (measured estimate only).")
+    measured_step_time_s: OutNum = Field(None, description="Measured kernels + this link's all-reduces, s (measured estimate only).")
 
 
-class PipelineOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PipelineOut(Outputs):
     stages: int
-    handoff_bytes_per_token: Num = Field(description="tensors × hidden × bytes, B.")
-    handoff_bytes: Num = Field(description="Bytes of one hand-off for the step's tokens, B.")
-    handoff_time_s: Num = Field(description="One hand-off, s.")
-    handoffs_time_s: Num = Field(description="(pp − 1) hand-offs, s.")
-    link_tokens_per_s: Num = Field(description="Tokens per second the stage link can carry.")
-    stage_time_s: NumSweep = Field(description="One balanced stage's time per step, s.")
-    tokens_per_s_upper: NumSweep = Field(description="Step tokens / stage time: the pipelined throughput bound, tokens/s.")
-    bubble_fraction: Num = Field(None, description="(pp − 1) / (m + pp − 1) (with microbatches).")
-    microbatches_time_s: NumSweep = Field(None, description="(m + pp − 1) × stage time, s (with microbatches).")
+    handoff_bytes_per_token: OutNum = Field(description="tensors × hidden × bytes, B.")
+    handoff_bytes: OutNum = Field(description="Bytes of one hand-off for the step's tokens, B.")
+    handoff_time_s: OutNum = Field(description="One hand-off, s.")
+    handoffs_time_s: OutNum = Field(description="(pp − 1) hand-offs, s.")
+    link_tokens_per_s: OutNum = Field(description="Tokens per second the stage link can carry.")
+    stage_time_s: OutSweep = Field(description="One balanced stage's time per step, s.")
+    tokens_per_s_upper: OutSweep = Field(description="Step tokens / stage time: the pipelined throughput bound, tokens/s.")
+    bubble_fraction: OutNum = Field(None, description="(pp − 1) / (m + pp − 1) (with microbatches).")
+    microbatches_time_s: OutSweep = Field(None, description="(m + pp − 1) × stage time, s (with microbatches).")
 
 
-class SplitWhatIfOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SplitWhatIfOut(Outputs):
     label: str
-    step_time_s: NumSweep
-    memory_time_s: NumSweep
-    comm_time_s: NumSweep
+    step_time_s: OutSweep
+    memory_time_s: OutSweep
+    comm_time_s: OutSweep
     fits: bool | list[bool]
     best: SplitCandidateOut | None
     why: str
     moved: str = Field(description="How the best candidate moved from the base's, in one sentence.")
 
 
-class ParallelSplitOutputs(BaseModel):
+class ParallelSplitOutputs(Outputs):
     """Outputs of parallel-split: per-candidate times (s) and bytes (B); the flat fields are lists when `tp` is a list."""
 
-    model_config = ConfigDict(extra="forbid")
     candidates: list[SplitCandidateOut]
     best: SplitCandidateOut | None = Field(description="Fastest candidate that fits (ties: the smaller tp).")
     why: str = Field(description="Why the best candidate is chosen.")
     tp: int | list[int]
-    memory_time_s: NumSweep
-    comm_time_s: NumSweep
-    step_time_s: NumSweep
-    per_device_bytes: NumSweep
-    free_bytes: NumSweep
+    memory_time_s: OutSweep
+    comm_time_s: OutSweep
+    step_time_s: OutSweep
+    per_device_bytes: OutSweep
+    free_bytes: OutSweep
     fits: bool | list[bool]
     dominant: Term | list[Term]
-    weight_bytes: Num = Field(description="Weight bytes W of the whole model, B.")
-    kv_bytes: Num = Field(description="KV/state bytes of the batch, B.")
-    message_bytes: Num = Field(description="Bytes M of each all-reduce, B.")
+    weight_bytes: OutNum = Field(description="Weight bytes W of the whole model, B.")
+    kv_bytes: OutNum = Field(description="KV/state bytes of the batch, B.")
+    message_bytes: OutNum = Field(description="Bytes M of each all-reduce, B.")
     allreduces: int = Field(description="All-reduces per step (layers × per layer).")
     pipeline: PipelineOut | None
     what_if: list[SplitWhatIfOut]
-    measured_parts_s: dict[str, NumSweep] | None = Field(None, description="Measured time per op, s (measured estimate only).")
-    measured_to_bound_ratio: NumSweep = Field(None, description="Measured / bound step time.")
-    measured_extrapolated_fraction: NumSweep = Field(None, description="Fraction of lookups outside the measured range.")
+    measured_parts_s: dict[str, OutSweep] | None = Field(None, description="Measured time per op, s (measured estimate only).")
+    measured_to_bound_ratio: OutSweep = Field(None, description="Measured / bound step time.")
+    measured_extrapolated_fraction: OutSweep = Field(None, description="Fraction of lookups outside the measured range.")
     measured_kernels: dict[str, Any] | None = Field(None, description="The measured system, framework, version and tables.")
     measured_best: dict[str, Any] | None = Field(None, description="Fastest fitting candidate by the measured estimate.")
 

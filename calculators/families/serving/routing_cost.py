@@ -13,8 +13,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutNum, OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
@@ -115,75 +116,67 @@ class RoutingCostRequest(CalcRequest):
 
 # --------------------------------------------------------------------------- outputs
 
-Num = float | None
-NumSweep = float | None | list[float | None]
 BoolSweep = bool | list[bool]
 
 
-class PricesOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    input: Num = Field(description="Price per million uncached input tokens.")
-    cache_read: Num = Field(description="Price per million prefix tokens read on a hit.")
-    cache_write: Num = Field(description="Price per million tokens written to the cache.")
-    output: Num = Field(description="Price per million output tokens (self-hosted: the effective price; null if unbounded).")
+class PricesOut(Outputs):
+    input: OutNum = Field(description="Price per million uncached input tokens.")
+    cache_read: OutNum = Field(description="Price per million prefix tokens read on a hit.")
+    cache_write: OutNum = Field(description="Price per million tokens written to the cache.")
+    output: OutNum = Field(description="Price per million output tokens (self-hosted: the effective price; null if unbounded).")
 
 
-class CandidateOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CandidateOut(Outputs):
     name: str
-    cost_per_call_hit: Num = Field(description="Cost of one call whose prefix hits the cache (prices' currency).")
-    cost_per_call_miss: Num = Field(description="Cost of one call that misses.")
-    cost_per_call: NumSweep = Field(description="h·hit + (1−h)·miss per call; a list when cache_hit_rate is swept.")
-    cost_total: NumSweep = Field(description="tasks × cost per call: one attempt per task.")
-    cost_per_success: NumSweep = Field(description="cost per call / pass rate (null when the pass rate is 0).")
+    cost_per_call_hit: OutNum = Field(description="Cost of one call whose prefix hits the cache (prices' currency).")
+    cost_per_call_miss: OutNum = Field(description="Cost of one call that misses.")
+    cost_per_call: OutSweep = Field(description="h·hit + (1−h)·miss per call; a list when cache_hit_rate is swept.")
+    cost_total: OutSweep = Field(description="tasks × cost per call: one attempt per task.")
+    cost_per_success: OutSweep = Field(description="cost per call / pass rate (null when the pass rate is 0).")
     feasible: BoolSweep = Field(description="Meets the requirement.")
-    min_hit_rate_for_deadline: Num = Field(description="Least cache-hit rate that meets the deadline target (null: none or no deadline).")
+    min_hit_rate_for_deadline: OutNum = Field(description="Least cache-hit rate that meets the deadline target (null: none or no deadline).")
     price_per_mtok: PricesOut
-    fraction_passed_on_time: NumSweep = Field(None, description="pass × on-time fraction (only with a deadline).")
-    latency_s: dict[str, Num] | None = Field(None, description="Complete request time on a hit / a miss, s.")
+    fraction_passed_on_time: OutSweep = Field(None, description="pass × on-time fraction (only with a deadline).")
+    latency_s: dict[str, OutNum] | None = Field(None, description="Complete request time on a hit / a miss, s.")
     tokens_per_s: float | None = Field(None, description="Output tokens per second per request.")
-    monthly_cost: Num = Field(None, description="Self-hosted: one worker's share of the monthly rent.")
-    monthly_output_tokens: Num = Field(None, description="Self-hosted: output tokens one worker decodes in the month.")
+    monthly_cost: OutNum = Field(None, description="Self-hosted: one worker's share of the monthly rent.")
+    monthly_output_tokens: OutNum = Field(None, description="Self-hosted: output tokens one worker decodes in the month.")
 
 
-class BreakEvenOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class BreakEvenOut(Outputs):
     x: str
     y: str
-    hit_rate: NumSweep = Field(description="Hit rate of x at which its cost per success equals y's (null outside [0, 1]).")
+    hit_rate: OutSweep = Field(description="Hit rate of x at which its cost per success equals y's (null outside [0, 1]).")
     x_cheaper_when: str | None = Field(description="'above' or 'below' that hit rate; null when x's cost does not depend on it.")
 
 
-class StageOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StageOut(Outputs):
     candidate: str
     reach_probability: float | None = Field(description="P(a task reaches this stage) = Π of the earlier stages' failure rates.")
     pass_rate: float | None = Field(description="The candidate's pass rate.")
-    cost_per_call: NumSweep = Field(description="The candidate's cost per call at its hit rate.")
-    verify_cost: Num = Field(description="Verification cost per task reaching the stage.")
-    expected_cost: NumSweep = Field(description="reach_probability × (cost_per_call + verify_cost).")
+    cost_per_call: OutSweep = Field(description="The candidate's cost per call at its hit rate.")
+    verify_cost: OutNum = Field(description="Verification cost per task reaching the stage.")
+    expected_cost: OutSweep = Field(description="reach_probability × (cost_per_call + verify_cost).")
 
 
-class CascadeOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CascadeOut(Outputs):
     stages: list[StageOut]
     success_rate: float | None = Field(description="1 − Π (1 − pass rate) over the stages.")
-    cost_per_task: NumSweep = Field(description="Σ reach_probability × (cost per call + verify cost), per submitted task.")
-    cost_per_success: NumSweep = Field(description="cost_per_task / success_rate (null when nothing passes).")
-    cost_total: NumSweep = Field(description="tasks × cost_per_task.")
-    mean_latency_s: Num = Field(description="Σ reach_probability × mean latency of the stage (null when a stage has no latency).")
-    worst_latency_s: Num = Field(description="Every stage run: Σ of the stages' miss latencies (null when a stage has no latency).")
+    cost_per_task: OutSweep = Field(description="Σ reach_probability × (cost per call + verify cost), per submitted task.")
+    cost_per_success: OutSweep = Field(description="cost_per_task / success_rate (null when nothing passes).")
+    cost_total: OutSweep = Field(description="tasks × cost_per_task.")
+    mean_latency_s: OutNum = Field(description="Σ reach_probability × mean latency of the stage (null when a stage has no latency).")
+    worst_latency_s: OutNum = Field(description="Every stage run: Σ of the stages' miss latencies (null when a stage has no latency).")
     feasible: BoolSweep | None = Field(description="Success rate meets min_pass_rate; null when a deadline is required "
                                        "(not evaluated for a cascade).")
     best_single: str | list[str | None] | None = Field(description="The cheapest feasible single candidate.")
-    saving_vs_best_single: NumSweep = Field(description="Best single candidate's cost per success minus the cascade's "
+    saving_vs_best_single: OutSweep = Field(description="Best single candidate's cost per success minus the cascade's "
                                             "(positive: the cascade is cheaper).")
 
 
-class RoutingCostOutputs(BaseModel):
+class RoutingCostOutputs(Outputs):
     """Outputs of routing-cost, in the prices' currency; lists where a cache-hit rate is swept."""
 
-    model_config = ConfigDict(extra="forbid")
     candidates: list[CandidateOut]
     break_even: list[BreakEvenOut]
     cheapest_feasible: str | list[str | None] | None = Field(description="Feasible candidate with the least cost per success.")

@@ -15,8 +15,9 @@ import math
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from calculators.framework import OutCountSweep, OutSweep, Outputs
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -88,57 +89,52 @@ class ServingCostRequest(CalcRequest):
 # --------------------------------------------------------------------------- outputs
 
 #: a number, or one per point when `batch` or `context_tokens` is swept (null where not finite)
-ServingNum = float | None | list[float | None]
 #: a whole count of devices or replicas per point (a float past 2^53; null where no finite count suffices)
-ServingCount = int | float | None | list[int | float | None]
 
 
-class ServingCostMeasuredKernelsOut(BaseModel):
+class ServingCostMeasuredKernelsOut(Outputs):
     """Which measured kernel tables the estimate reads."""
 
-    model_config = ConfigDict(extra="forbid")
     system: str = Field(description="Measured system id.")
     framework: str = Field(description="Framework the kernels were measured in.")
     version: str = Field(description="Its version.")
     tables: dict[str, str] = Field(description="Framework and version of each table read, by table name.")
 
 
-class ServingCostBandwidthOut(BaseModel):
+class ServingCostBandwidthOut(Outputs):
     """The bandwidth method: memory-bound decode of `batch` sequences per replica."""
 
-    model_config = ConfigDict(extra="forbid")
     batch: int | list[int] = Field(description="Sequences decoded together per replica (given, or the largest power "
                                    "of two that fits and meets tpot_target_s).")
     weight_bytes: float | None = Field(description="Weights of one replica, B.")
     kv_bytes_per_token: float | None = Field(description="KV per token of one sequence, B/token.")
-    kv_bytes_per_sequence: ServingNum = Field(description="KV of one sequence at context_tokens, B.")
-    memory_per_replica_bytes: ServingNum = Field(description="weights + batch × KV, B.")
-    devices_per_replica: ServingCount = Field(description="⌈memory / usable memory per device⌉, devices.")
-    step_time_s: ServingNum = Field(description="Decode step, memory / (devices × bandwidth × efficiency), s.")
-    tokens_per_s_per_replica: ServingNum = Field(description="batch / step time, tokens/s.")
-    replicas: ServingCount = Field(description="⌈target / tokens per replica⌉, replicas.")
-    total_devices: ServingCount = Field(description="devices per replica × replicas, devices.")
-    cost_per_hour_usd: ServingNum = Field(description="total devices × price, USD/h.")
-    cost_per_mtok_usd: ServingNum = Field(description="Cost per million output tokens at the replicas' full "
+    kv_bytes_per_sequence: OutSweep = Field(description="KV of one sequence at context_tokens, B.")
+    memory_per_replica_bytes: OutSweep = Field(description="weights + batch × KV, B.")
+    devices_per_replica: OutCountSweep = Field(description="⌈memory / usable memory per device⌉, devices.")
+    step_time_s: OutSweep = Field(description="Decode step, memory / (devices × bandwidth × efficiency), s.")
+    tokens_per_s_per_replica: OutSweep = Field(description="batch / step time, tokens/s.")
+    replicas: OutCountSweep = Field(description="⌈target / tokens per replica⌉, replicas.")
+    total_devices: OutCountSweep = Field(description="devices per replica × replicas, devices.")
+    cost_per_hour_usd: OutSweep = Field(description="total devices × price, USD/h.")
+    cost_per_mtok_usd: OutSweep = Field(description="Cost per million output tokens at the replicas' full "
                                           "capacity, USD.")
-    cost_per_mtok_at_target_usd: ServingNum = Field(description="Cost per million tokens at the target rate, USD.")
-    capacity_utilization: ServingNum = Field(description="target / (replicas × tokens per replica), a fraction.")
-    measured_time_s: ServingNum = Field(None, description="Decode step from measured kernels, s (measured estimate).")
-    measured_parts_s: dict[str, ServingNum] | None = Field(None, description="Measured time per op, s (measured "
+    cost_per_mtok_at_target_usd: OutSweep = Field(description="Cost per million tokens at the target rate, USD.")
+    capacity_utilization: OutSweep = Field(description="target / (replicas × tokens per replica), a fraction.")
+    measured_time_s: OutSweep = Field(None, description="Decode step from measured kernels, s (measured estimate).")
+    measured_parts_s: dict[str, OutSweep] | None = Field(None, description="Measured time per op, s (measured "
                                                            "estimate).")
-    measured_to_bound_ratio: ServingNum = Field(None, description="measured / bandwidth-bound step time.")
-    measured_extrapolated_fraction: ServingNum = Field(None, description="Share of kernel lookups outside the "
+    measured_to_bound_ratio: OutSweep = Field(None, description="measured / bandwidth-bound step time.")
+    measured_extrapolated_fraction: OutSweep = Field(None, description="Share of kernel lookups outside the "
                                                        "measured range.")
     measured_kernels: ServingCostMeasuredKernelsOut | None = Field(None, description="The kernel tables read.")
-    measured_tokens_per_s_per_replica: ServingNum = Field(None, description="batch / measured step, tokens/s.")
-    measured_cost_per_mtok_usd: ServingNum = Field(None, description="Cost per million tokens at the measured "
+    measured_tokens_per_s_per_replica: OutSweep = Field(None, description="batch / measured step, tokens/s.")
+    measured_cost_per_mtok_usd: OutSweep = Field(None, description="Cost per million tokens at the measured "
                                                    "rate, USD.")
 
 
-class ServingCostPageOut(BaseModel):
+class ServingCostPageOut(Outputs):
     """The compendium page's serving_cost_analysis heuristic, as it computes it."""
 
-    model_config = ConfigDict(extra="forbid")
     model_size_gb: float | None = Field(description="params × bits / 8, GB (decimal, 10⁹ B).")
     devices_per_replica: int = Field(description="max(1, int(1.2 × size / memory GB + 0.99)), devices.")
     tokens_per_s_per_device: float | None = Field(description="500 / (params in billions × bits / 16), tokens/s.")
@@ -149,46 +145,44 @@ class ServingCostPageOut(BaseModel):
     cost_per_mtok_usd: float | None = Field(description="Cost per million tokens, USD.")
 
 
-class ServingCostMethodsOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class ServingCostMethodsOut(Outputs):
     bandwidth: ServingCostBandwidthOut | None = Field(None, description="The bandwidth method (with a bandwidth or "
                                                       "hardware).")
     page: ServingCostPageOut | None = Field(description="The page's heuristic (null when its arithmetic fails for "
                                             "these inputs).")
 
 
-class ServingCostOutputs(BaseModel):
+class ServingCostOutputs(Outputs):
     """Outputs of serving-cost: the chosen `method`'s figures at the top level, both methods under `methods`; lists
     where `batch` or `context_tokens` is swept."""
 
-    model_config = ConfigDict(extra="forbid")
     method: Literal["bandwidth", "page"] = Field(description="The method whose figures fill the top level.")
     methods: ServingCostMethodsOut = Field(description="Each method's figures.")
-    devices_per_replica: ServingCount = Field(description="Devices per replica.")
-    tokens_per_s_per_replica: ServingNum = Field(description="Decode throughput of one replica, tokens/s.")
-    replicas: ServingCount = Field(description="Replicas for target_tokens_per_s.")
-    total_devices: ServingCount = Field(description="devices per replica × replicas, devices.")
-    cost_per_hour_usd: ServingNum = Field(description="Price of all devices, USD/h.")
-    cost_per_mtok_usd: ServingNum = Field(description="Cost per million output tokens at full capacity, USD.")
+    devices_per_replica: OutCountSweep = Field(description="Devices per replica.")
+    tokens_per_s_per_replica: OutSweep = Field(description="Decode throughput of one replica, tokens/s.")
+    replicas: OutCountSweep = Field(description="Replicas for target_tokens_per_s.")
+    total_devices: OutCountSweep = Field(description="devices per replica × replicas, devices.")
+    cost_per_hour_usd: OutSweep = Field(description="Price of all devices, USD/h.")
+    cost_per_mtok_usd: OutSweep = Field(description="Cost per million output tokens at full capacity, USD.")
     batch: int | list[int] | None = Field(None, description="Sequences per replica (bandwidth).")
     weight_bytes: float | None = Field(None, description="Weights of one replica, B (bandwidth).")
     kv_bytes_per_token: float | None = Field(None, description="KV per token of one sequence, B/token (bandwidth).")
-    kv_bytes_per_sequence: ServingNum = Field(None, description="KV of one sequence, B (bandwidth).")
-    memory_per_replica_bytes: ServingNum = Field(None, description="weights + batch × KV, B (bandwidth).")
-    step_time_s: ServingNum = Field(None, description="Bandwidth-bound decode step, s (bandwidth).")
-    cost_per_mtok_at_target_usd: ServingNum = Field(None, description="Cost per million tokens at the target rate, "
+    kv_bytes_per_sequence: OutSweep = Field(None, description="KV of one sequence, B (bandwidth).")
+    memory_per_replica_bytes: OutSweep = Field(None, description="weights + batch × KV, B (bandwidth).")
+    step_time_s: OutSweep = Field(None, description="Bandwidth-bound decode step, s (bandwidth).")
+    cost_per_mtok_at_target_usd: OutSweep = Field(None, description="Cost per million tokens at the target rate, "
                                                     "USD (bandwidth).")
-    capacity_utilization: ServingNum = Field(None, description="Share of the replicas' capacity the target uses "
+    capacity_utilization: OutSweep = Field(None, description="Share of the replicas' capacity the target uses "
                                              "(bandwidth).")
-    measured_time_s: ServingNum = Field(None, description="Decode step from measured kernels, s (bandwidth, measured "
+    measured_time_s: OutSweep = Field(None, description="Decode step from measured kernels, s (bandwidth, measured "
                                         "estimate).")
-    measured_parts_s: dict[str, ServingNum] | None = Field(None, description="Measured time per op, s.")
-    measured_to_bound_ratio: ServingNum = Field(None, description="measured / bandwidth-bound step time.")
-    measured_extrapolated_fraction: ServingNum = Field(None, description="Share of kernel lookups outside the "
+    measured_parts_s: dict[str, OutSweep] | None = Field(None, description="Measured time per op, s.")
+    measured_to_bound_ratio: OutSweep = Field(None, description="measured / bandwidth-bound step time.")
+    measured_extrapolated_fraction: OutSweep = Field(None, description="Share of kernel lookups outside the "
                                                        "measured range.")
     measured_kernels: ServingCostMeasuredKernelsOut | None = Field(None, description="The kernel tables read.")
-    measured_tokens_per_s_per_replica: ServingNum = Field(None, description="batch / measured step, tokens/s.")
-    measured_cost_per_mtok_usd: ServingNum = Field(None, description="Cost per million tokens at the measured rate, "
+    measured_tokens_per_s_per_replica: OutSweep = Field(None, description="batch / measured step, tokens/s.")
+    measured_cost_per_mtok_usd: OutSweep = Field(None, description="Cost per million tokens at the measured rate, "
                                                    "USD.")
     model_size_gb: float | None = Field(None, description="Model size, GB (decimal; page).")
     tokens_per_s_per_device: float | None = Field(None, description="The page's tokens/s per device (page).")

@@ -18,8 +18,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
@@ -380,52 +381,48 @@ def _budget_headline(o: dict) -> str:
 # --------------------------------------------------------------------------- outputs
 
 #: a number, or one per point when an input is swept (null where not finite)
-SpecNum = float | None | list[float | None]
 
 
-class SpeculativeSimulationOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SpeculativeSimulationOut(Outputs):
     rounds: int = Field(description="Rounds simulated per point.")
     seed: int = Field(description="Seed of the generator.")
-    mean_tokens_per_round: SpecNum = Field(description="Sample mean of tokens per round (accepted drafts + 1).")
-    standard_error: SpecNum = Field(description="Standard error of that mean (null for a single round).")
-    z_score_vs_closed_form: SpecNum = Field(description="(sample mean − closed form) / standard error (0 when the "
+    mean_tokens_per_round: OutSweep = Field(description="Sample mean of tokens per round (accepted drafts + 1).")
+    standard_error: OutSweep = Field(description="Standard error of that mean (null for a single round).")
+    z_score_vs_closed_form: OutSweep = Field(description="(sample mean − closed form) / standard error (0 when the "
                                             "error is 0).")
-    simulated_speedup: SpecNum = Field(description="Sample mean / round cost, ×.")
+    simulated_speedup: OutSweep = Field(description="Sample mean / round cost, ×.")
 
 
-class SpeculativeDecodingOutputs(BaseModel):
+class SpeculativeDecodingOutputs(Outputs):
     """Outputs of speculative-decoding; lists where acceptance_rate or draft_tokens is swept. Costs are in plain
     target decode steps."""
 
-    model_config = ConfigDict(extra="forbid")
-    expected_tokens_per_round: SpecNum = Field(description="E = (1 − α^(k+1)) / (1 − α) tokens per verify round.")
-    expected_accepted_drafts: SpecNum = Field(description="E − 1, accepted draft tokens per round.")
-    round_cost_steps: SpecNum = Field(description="k·c + v, cost of a round in plain decode steps.")
-    speedup: SpecNum = Field(description="E / (k·c + v) over plain decoding, ×.")
+    expected_tokens_per_round: OutSweep = Field(description="E = (1 − α^(k+1)) / (1 − α) tokens per verify round.")
+    expected_accepted_drafts: OutSweep = Field(description="E − 1, accepted draft tokens per round.")
+    round_cost_steps: OutSweep = Field(description="k·c + v, cost of a round in plain decode steps.")
+    speedup: OutSweep = Field(description="E / (k·c + v) over plain decoding, ×.")
     best_k: int | list[int] = Field(description="Draft length in 1..32 with the highest speedup.")
-    best_speedup: SpecNum = Field(description="Speedup at best_k, ×.")
-    max_draft_cost_per_round_steps: SpecNum = Field(description="Largest draft cost per round that still gains, E − v, "
+    best_speedup: OutSweep = Field(description="Speedup at best_k, ×.")
+    max_draft_cost_per_round_steps: OutSweep = Field(description="Largest draft cost per round that still gains, E − v, "
                                                     "in decode steps.")
-    tokens_per_round_without_bonus: SpecNum = Field(description="E − α^k: tokens per round if a fully accepted round "
+    tokens_per_round_without_bonus: OutSweep = Field(description="E − α^k: tokens per round if a fully accepted round "
                                                     "added no bonus token.")
-    page_rule_speedup: SpecNum = Field(description="The rule of thumb k·α / (k·c + v), ×, for comparison.")
-    page_rule_relative_error: SpecNum = Field(description="page_rule_speedup / speedup − 1.")
-    speedup_limit_infinite_k: SpecNum = Field(None, description="Speedup as k → ∞, 1 / ((1 − α)·v), × (with "
+    page_rule_speedup: OutSweep = Field(description="The rule of thumb k·α / (k·c + v), ×, for comparison.")
+    page_rule_relative_error: OutSweep = Field(description="page_rule_speedup / speedup − 1.")
+    speedup_limit_infinite_k: OutSweep = Field(None, description="Speedup as k → ∞, 1 / ((1 − α)·v), × (with "
                                               "draft_cost_ratio 0; null at α = 1).")
-    time_per_token_s: SpecNum = Field(None, description="Time per output token, s (with target_step_s).")
-    round_time_s: SpecNum = Field(None, description="Time of one round, s (with target_step_s).")
-    tokens_per_s: SpecNum = Field(None, description="Output tokens per second, tokens/s (with target_step_s).")
-    max_draft_time_per_round_s: SpecNum = Field(None, description="Largest draft time per round that still gains, s "
+    time_per_token_s: OutSweep = Field(None, description="Time per output token, s (with target_step_s).")
+    round_time_s: OutSweep = Field(None, description="Time of one round, s (with target_step_s).")
+    tokens_per_s: OutSweep = Field(None, description="Output tokens per second, tokens/s (with target_step_s).")
+    max_draft_time_per_round_s: OutSweep = Field(None, description="Largest draft time per round that still gains, s "
                                                 "(with target_step_s).")
-    setup_amortization_tokens: SpecNum = Field(None, description="Output tokens needed to pay back setup_s, tokens "
+    setup_amortization_tokens: OutSweep = Field(None, description="Output tokens needed to pay back setup_s, tokens "
                                                "(null when drafting does not gain; with setup_s).")
-    end_to_end_speedup: SpecNum = Field(None, description="Amdahl speedup of the whole task, × (with decode_fraction).")
+    end_to_end_speedup: OutSweep = Field(None, description="Amdahl speedup of the whole task, × (with decode_fraction).")
     simulation: SpeculativeSimulationOut | None = Field(None, description="Monte Carlo check (with simulate).")
 
 
-class VerifyBudgetGroupOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class VerifyBudgetGroupOut(Outputs):
     label: str = Field(description="The group's label (default: group N).")
     count: int = Field(description="Requests in the group.")
     draft_tokens: int = Field(description="Draft tokens each request verifies.")
@@ -436,10 +433,9 @@ class VerifyBudgetGroupOut(BaseModel):
                                                         "were multiplied again as conditional (cumulative only).")
 
 
-class VerifyBudgetRoundOut(BaseModel):
+class VerifyBudgetRoundOut(Outputs):
     """One verification round of a batch (the base request or a variant)."""
 
-    model_config = ConfigDict(extra="forbid")
     groups: list[VerifyBudgetGroupOut] = Field(description="Per request group, in request order.")
     rows: int = Field(description="Verify rows the requests need, Σ count × (k + 1).")
     needed_rows: int = Field(description="max(rows, rows run anyway).")

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutNum, OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, Result, broadcast, first, fmt_s, num, out,
@@ -17,28 +18,24 @@ from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import headline as H
 
 
-Num = float | None
-NumSweep = float | None | list[float | None]
 
 
-class QueueCandidateOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class QueueCandidateOut(Outputs):
     name: Literal["tp", "pp", "replicas"]
-    capacity_per_s: Num = Field(description="Requests per second the group can serve.")
-    service_s: Num = Field(description="Service time at the bottleneck, s.")
-    mean_time_s: NumSweep = Field(description="Mean completion time, s (null when unstable).")
-    utilisation: NumSweep = Field(description="λ × service time.")
+    capacity_per_s: OutNum = Field(description="Requests per second the group can serve.")
+    service_s: OutNum = Field(description="Service time at the bottleneck, s.")
+    mean_time_s: OutSweep = Field(description="Mean completion time, s (null when unstable).")
+    utilisation: OutSweep = Field(description="λ × service time.")
     stable: bool | list[bool]
 
 
-class TpVsPpOutputs(BaseModel):
+class TpVsPpOutputs(Outputs):
     """Outputs of tp-vs-pp-queueing; lists when the arrival rate is swept."""
 
-    model_config = ConfigDict(extra="forbid")
     candidates: list[QueueCandidateOut]
-    tp_mean_time_s: NumSweep
-    pp_mean_time_s: NumSweep
-    replicas_mean_time_s: NumSweep
+    tp_mean_time_s: OutSweep
+    pp_mean_time_s: OutSweep
+    replicas_mean_time_s: OutSweep
     best: str | None | list[str | None] = Field(description="Layout with the least mean time (null when all are unstable).")
 
 

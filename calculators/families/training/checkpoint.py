@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -161,43 +162,41 @@ def _headline(req: CheckpointRequest, o: dict, rec: dict | None) -> str:
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-CheckpointNum = float | None | list[float | None]
 
 
-class CheckpointOutputs(BaseModel):
+class CheckpointOutputs(Outputs):
     """Outputs of checkpoint; lists where an input is swept. Times need `write_bandwidth_bytes_per_s`."""
 
-    model_config = ConfigDict(extra="forbid")
-    params: CheckpointNum = Field(description="Parameter count N (given, or the model's params_total).")
+    params: OutSweep = Field(description="Parameter count N (given, or the model's params_total).")
     bytes_per_param: float | None = Field(description="Bytes saved per parameter: the sum of the parts, or "
                                    "state_bytes_per_param, B.")
-    weights_bytes: CheckpointNum = Field(None, description="N × weight bytes, B (when the parts are given).")
-    master_bytes: CheckpointNum = Field(None, description="N × master-copy bytes, B (when the parts are given).")
-    optimizer_bytes: CheckpointNum = Field(None, description="N × optimizer-state bytes, B (when the parts are given).")
-    gradients_bytes: CheckpointNum = Field(None, description="N × gradient bytes, B (when the parts are given).")
-    checkpoint_bytes: CheckpointNum = Field(description="Size of one checkpoint, N × bytes/param + extra, B.")
-    write_s: CheckpointNum = Field(None, description="Time to write it at the write bandwidth, s.")
-    restore_s: CheckpointNum = Field(None, description="Time to read it back at the read bandwidth, s.")
-    save_plus_restore_s: CheckpointNum = Field(None, description="write_s + restore_s, s.")
-    pause_s: CheckpointNum = Field(None, description="Training pause per checkpoint, s: blocking_s when saving is "
+    weights_bytes: OutSweep = Field(None, description="N × weight bytes, B (when the parts are given).")
+    master_bytes: OutSweep = Field(None, description="N × master-copy bytes, B (when the parts are given).")
+    optimizer_bytes: OutSweep = Field(None, description="N × optimizer-state bytes, B (when the parts are given).")
+    gradients_bytes: OutSweep = Field(None, description="N × gradient bytes, B (when the parts are given).")
+    checkpoint_bytes: OutSweep = Field(description="Size of one checkpoint, N × bytes/param + extra, B.")
+    write_s: OutSweep = Field(None, description="Time to write it at the write bandwidth, s.")
+    restore_s: OutSweep = Field(None, description="Time to read it back at the read bandwidth, s.")
+    save_plus_restore_s: OutSweep = Field(None, description="write_s + restore_s, s.")
+    pause_s: OutSweep = Field(None, description="Training pause per checkpoint, s: blocking_s when saving is "
                                    "asynchronous, else the whole write.")
-    durable_after_s: CheckpointNum = Field(None, description="Time from the start of a save until it is on durable "
+    durable_after_s: OutSweep = Field(None, description="Time from the start of a save until it is on durable "
                                            "storage, s (pause + write when asynchronous).")
-    generation_bytes_per_s: CheckpointNum = Field(None, description="Checkpoint bytes produced per second of training, "
+    generation_bytes_per_s: OutSweep = Field(None, description="Checkpoint bytes produced per second of training, "
                                                   "bytes / interval, B/s (with interval_s).")
-    backlog_growth_bytes_per_s: CheckpointNum = Field(None, description="How fast unwritten checkpoints pile up, "
+    backlog_growth_bytes_per_s: OutSweep = Field(None, description="How fast unwritten checkpoints pile up, "
                                                       "max(0, generation − write bandwidth), B/s (with interval_s).")
     keeps_up: bool | list[bool] | None = Field(None, description="Writes keep up with the interval (no backlog growth; "
                                                "with interval_s).")
-    overhead_fraction: CheckpointNum = Field(None, description="Share of training time spent paused for saves, "
+    overhead_fraction: OutSweep = Field(None, description="Share of training time spent paused for saves, "
                                              "pause / interval (with interval_s).")
-    young_interval_s: CheckpointNum = Field(None, description="Young's interval √(2·pause·MTBF), s (with mtbf_s).")
-    daly_interval_s: CheckpointNum = Field(None, description="Daly's higher-order interval, s (with mtbf_s).")
-    interval_used_s: CheckpointNum = Field(None, description="Interval the waste is computed at: interval_s, else the "
+    young_interval_s: OutSweep = Field(None, description="Young's interval √(2·pause·MTBF), s (with mtbf_s).")
+    daly_interval_s: OutSweep = Field(None, description="Daly's higher-order interval, s (with mtbf_s).")
+    interval_used_s: OutSweep = Field(None, description="Interval the waste is computed at: interval_s, else the "
                                            "Young interval, s (with mtbf_s).")
-    expected_lost_work_s: CheckpointNum = Field(None, description="Work lost per failure, half an interval plus the "
+    expected_lost_work_s: OutSweep = Field(None, description="Work lost per failure, half an interval plus the "
                                                 "restore, s (with mtbf_s).")
-    expected_waste_fraction: CheckpointNum = Field(None, description="Expected share of time lost to pauses and "
+    expected_waste_fraction: OutSweep = Field(None, description="Expected share of time lost to pauses and "
                                                    "failures, pause / τ + (τ/2 + restore) / MTBF (with mtbf_s).")
 
 

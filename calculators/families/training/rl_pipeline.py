@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     GIB, CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegInt, PosFloat,
@@ -98,41 +99,37 @@ class RlPipelineRequest(CalcRequest):
 
 
 #: a number, or one per point when `generator_samples_per_s` is swept (null where not finite)
-RlPipelineNum = float | None | list[float | None]
 #: the stage that bounds accepted samples/s ('reject_fraction' when everything is rejected)
 RlPipelineStage = Literal["generator", "verifier", "learner", "reject_fraction"]
 
 
-class RlPipelineSupplyOut(BaseModel):
+class RlPipelineSupplyOut(Outputs):
     """Supply and demand of the generator → verifier → learner loop, samples/s."""
 
-    model_config = ConfigDict(extra="forbid")
-    accepted_samples_per_s: RlPipelineNum = Field(description="min(learner, admitted): a stable upper bound, "
+    accepted_samples_per_s: OutSweep = Field(description="min(learner, admitted): a stable upper bound, "
                                                   "samples/s.")
-    verified_samples_per_s: RlPipelineNum = Field(description="min(generator, verifier), samples/s.")
-    admitted_samples_per_s: RlPipelineNum = Field(description="verified × (1 − reject_fraction), samples/s.")
+    verified_samples_per_s: OutSweep = Field(description="min(generator, verifier), samples/s.")
+    admitted_samples_per_s: OutSweep = Field(description="verified × (1 − reject_fraction), samples/s.")
     bound: RlPipelineStage | list[RlPipelineStage] = Field(description="The stage with the smallest capacity.")
-    generator_utilization: RlPipelineNum = Field(description="Share of the generator's rate the accepted flow uses.")
-    verifier_utilization: RlPipelineNum = Field(description="Share of the verifier's rate it uses (null without a "
+    generator_utilization: OutSweep = Field(description="Share of the generator's rate the accepted flow uses.")
+    verifier_utilization: OutSweep = Field(description="Share of the verifier's rate it uses (null without a "
                                                 "verifier).")
-    learner_utilization: RlPipelineNum = Field(description="accepted / learner rate.")
-    excess_generation_per_s: RlPipelineNum = Field(description="Generated samples/s beyond what the loop can use, "
+    learner_utilization: OutSweep = Field(description="accepted / learner rate.")
+    excess_generation_per_s: OutSweep = Field(description="Generated samples/s beyond what the loop can use, "
                                                    "samples/s.")
 
 
-class RlPipelineWeightSyncOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RlPipelineWeightSyncOut(Outputs):
     sync_s: float | None = Field(description="fixed + weight bytes / bandwidth per update, s.")
-    update_interval_s: RlPipelineNum = Field(None, description="samples per update / accepted samples/s, s (with "
+    update_interval_s: OutSweep = Field(None, description="samples per update / accepted samples/s, s (with "
                                              "samples_per_update and the rates).")
-    sync_share_if_exposed: RlPipelineNum = Field(None, description="sync / (interval + sync): the share of time lost "
+    sync_share_if_exposed: OutSweep = Field(None, description="sync / (interval + sync): the share of time lost "
                                                  "if the sync is not overlapped.")
 
 
-class RlPipelineMixOut(BaseModel):
+class RlPipelineMixOut(Outputs):
     """One mix of jobs sharing the pools."""
 
-    model_config = ConfigDict(extra="forbid")
     label: str = Field(description="The mix's label (default: counts × job names).")
     pool_load_s: dict[str, float] = Field(description="Work per cycle on each pool, phases + switches, s, by pool.")
     longest_chain_s: float | None = Field(description="Longest job's phases run back to back, s.")
@@ -144,16 +141,14 @@ class RlPipelineMixOut(BaseModel):
     host_fits: bool | None = Field(None, description="host need ≤ host_memory_bytes (with host_memory_bytes).")
 
 
-class RlPipelineCoscheduleOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RlPipelineCoscheduleOut(Outputs):
     solo_cycle_s: dict[str, float] = Field(description="Each job's phases back to back, s, by job name.")
     mixes: list[RlPipelineMixOut] = Field(description="One entry per mix, in order.")
 
 
-class RlPipelinePhaseMemoryOut(BaseModel):
+class RlPipelinePhaseMemoryOut(Outputs):
     """Device memory of a GPU switching between training and rollout."""
 
-    model_config = ConfigDict(extra="forbid")
     train_only_bytes: float | None = Field(description="Training state + runtime, B.")
     rollout_only_bytes: float | None = Field(description="Inference weights + KV + runtime, B.")
     naive_peak_bytes: float | None = Field(description="Everything resident at once, B.")
@@ -164,15 +159,13 @@ class RlPipelinePhaseMemoryOut(BaseModel):
                                                 "device_memory_bytes).")
 
 
-class RlPipelineIdleWaitOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RlPipelineIdleWaitOut(Outputs):
     extra_gpu_s: float | None = Field(description="GPUs waiting × wait, GPU·s.")
     net_gpu_s: float | None = Field(description="extra − saved elsewhere, GPU·s (negative: waiting pays).")
     worth_it: bool = Field(description="Waiting costs fewer GPU-seconds than it saves.")
 
 
-class RlPipelineExtraRolloutOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RlPipelineExtraRolloutOut(Outputs):
     total_usd_per_h: float | None = Field(description="base + extra instances × their price, USD/h (null on overflow).")
     break_even_multiplier: float | None = Field(description="total / base: the throughput gain that pays for the extras "
                                                 "(null where it overflows, e.g. a subnormal base price).")
@@ -180,10 +173,9 @@ class RlPipelineExtraRolloutOut(BaseModel):
                                                     "per unit of work; null where the ratio overflows).")
 
 
-class RlPipelineOutputs(BaseModel):
+class RlPipelineOutputs(Outputs):
     """Outputs of rl-pipeline: one object per section given (supply needs the generator and learner rates)."""
 
-    model_config = ConfigDict(extra="forbid")
     supply: RlPipelineSupplyOut | None = Field(None, description="Rates and the bounding stage (with the rates).")
     weight_sync: RlPipelineWeightSyncOut | None = Field(None, description="Weight-sync time per update.")
     coschedule: RlPipelineCoscheduleOut | None = Field(None, description="Cycle bounds of jobs sharing GPU pools.")

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcRequest, Fraction, Lookup, Result, first, num,
@@ -28,27 +29,25 @@ class PolicyRatioRequest(CalcRequest):
 
 
 #: a ratio, or one per token when `logp_current` is a list (null above the float64 range)
-PolicyRatioNum = float | None | list[float | None]
 
 
-class RlPolicyRatioOutputs(BaseModel):
+class RlPolicyRatioOutputs(Outputs):
     """Outputs of rl-policy-ratio (dimensionless ratios); lists where `logp_current` is a list."""
 
-    model_config = ConfigDict(extra="forbid")
-    behavior_ratio: PolicyRatioNum = Field(description="exp(log π_θ − log μ): current over behaviour policy.")
-    update_ratio: PolicyRatioNum = Field(None, description="exp(log π_θ − log π_old): current over the old policy "
+    behavior_ratio: OutSweep = Field(description="exp(log π_θ − log μ): current over behaviour policy.")
+    update_ratio: OutSweep = Field(None, description="exp(log π_θ − log π_old): current over the old policy "
                                          "(with logp_old).")
     behavior_weight: float | None = Field(None, description="exp(log π_old − log μ): old over behaviour policy (with "
                                           "logp_old).")
-    product: PolicyRatioNum = Field(None, description="update ratio × behaviour weight (= the behaviour ratio "
+    product: OutSweep = Field(None, description="update ratio × behaviour weight (= the behaviour ratio "
                                     "unclipped; with logp_old).")
-    misattributed_ratio: PolicyRatioNum = Field(None, description="The ratio obtained when π_old's log-probability is "
+    misattributed_ratio: OutSweep = Field(None, description="The ratio obtained when π_old's log-probability is "
                                                 "taken for μ's, i.e. the update ratio (with logp_old).")
     clip_range: list[float] | None = Field(None, description="[1 − ε, 1 + ε] (with clip_epsilon).")
-    behavior_ratio_clipped: PolicyRatioNum = Field(None, description="Behaviour ratio clipped to the range.")
+    behavior_ratio_clipped: OutSweep = Field(None, description="Behaviour ratio clipped to the range.")
     behavior_ratio_outside: bool | list[bool] | None = Field(None, description="The behaviour ratio lies outside the "
                                                              "range.")
-    update_ratio_clipped: PolicyRatioNum = Field(None, description="Update ratio clipped to the range (with logp_old).")
+    update_ratio_clipped: OutSweep = Field(None, description="Update ratio clipped to the range (with logp_old).")
     update_ratio_outside: bool | list[bool] | None = Field(None, description="The update ratio lies outside the range "
                                                            "(with logp_old).")
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat,
@@ -47,10 +48,9 @@ class RlRecoveryRequest(CalcRequest):
     preemption: Preemption | None = None
 
 
-class RlRecoveryFailureOut(BaseModel):
+class RlRecoveryFailureOut(Outputs):
     """A trainer failure during the update: redo the whole round, or keep the round's trajectories."""
 
-    model_config = ConfigDict(extra="forbid")
     whole_round_redo_s: float | None = Field(description="Lost work + detect + restore + rollout + train again, s.")
     keep_trajectories_s: float | None = Field(description="Lost work + detect + restore + train again, s.")
     saved_s: float | None = Field(description="Time keeping the trajectories saves (one rollout), s.")
@@ -58,10 +58,9 @@ class RlRecoveryFailureOut(BaseModel):
                                                        "empty round).")
 
 
-class RlRecoveryCheckpointOut(BaseModel):
+class RlRecoveryCheckpointOut(Outputs):
     """Checkpoint interval against the mean time between failures (first-order Young/Daly)."""
 
-    model_config = ConfigDict(extra="forbid")
     overhead_fraction: float | None = Field(description="Checkpoint cost / interval, a fraction.")
     expected_lost_work_per_failure_s: float | None = Field(description="interval / 2 + restart, s.")
     expected_waste_fraction: float | None = Field(description="C/τ + (τ/2 + R)/MTBF, a fraction of time.")
@@ -69,10 +68,9 @@ class RlRecoveryCheckpointOut(BaseModel):
     waste_fraction_at_young: float | None = Field(description="The waste fraction at the Young interval.")
 
 
-class RlRecoveryPreemptionOut(BaseModel):
+class RlRecoveryPreemptionOut(Outputs):
     """Preempted rollouts: redo from scratch, migrate the partial responses, or trim a batch to its shortest."""
 
-    model_config = ConfigDict(extra="forbid")
     redo_from_scratch_s: list[float | None] = Field(description="Per request, received tokens / decode rate, s.")
     migration_overhead_s: float | None = Field(description="Prefix prepare + hand-off, s.")
     migration_saved_s: list[float | None] = Field(description="Per request, redo − migration overhead, s.")
@@ -84,10 +82,9 @@ class RlRecoveryPreemptionOut(BaseModel):
                                                      "float past 2^53).")
 
 
-class RlRecoveryOutputs(BaseModel):
+class RlRecoveryOutputs(Outputs):
     """Outputs of rl-recovery: one object per section given."""
 
-    model_config = ConfigDict(extra="forbid")
     failure: RlRecoveryFailureOut | None = Field(None, description="Recovery from a failed update (with failure).")
     checkpoint: RlRecoveryCheckpointOut | None = Field(None, description="Checkpoint overhead and the Young interval "
                                                        "(with checkpoint).")

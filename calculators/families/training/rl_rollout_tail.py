@@ -7,8 +7,9 @@ import math
 from typing import Annotated
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     request_inputs,
     CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, Result, broadcast, first, num,
@@ -37,11 +38,9 @@ class RolloutTailRequest(CalcRequest):
 
 
 #: a number, or one per point when `long_fraction` is swept (null where not finite)
-RolloutTailNum = float | None | list[float | None]
 
 
-class RlRolloutTailOversampleOut(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RlRolloutTailOversampleOut(Outputs):
     submitted_prompts: int = Field(description="⌈prompts × prompt_factor⌉, prompts.")
     submitted_responses_per_prompt: int = Field(description="⌈responses × response_factor⌉ per prompt.")
     submitted: int = Field(description="Rollouts submitted, prompts × responses per prompt.")
@@ -49,20 +48,19 @@ class RlRolloutTailOversampleOut(BaseModel):
     extra_fraction: float | None = Field(description="submitted / target − 1, a fraction.")
 
 
-class RlRolloutTailOutputs(BaseModel):
+class RlRolloutTailOutputs(Outputs):
     """Outputs of rl-rollout-tail; lists where `long_fraction` is swept. The timing keys need long_fraction with
     short_s and long_s."""
 
-    model_config = ConfigDict(extra="forbid")
-    single_expected_s: RolloutTailNum = Field(None, description="Mean rollout time, p × long + (1 − p) × short, s.")
-    race_expected_s: RolloutTailNum = Field(None, description="Mean time of the first of race_copies copies, s.")
-    race_slot_s: RolloutTailNum = Field(None, description="Slot time the race holds, copies × winner's time, s.")
-    kept_long_fraction: RolloutTailNum = Field(None, description="Share of kept samples that are long, p^copies.")
-    long_fraction_shift: RolloutTailNum = Field(None, description="kept long share − p: the bias racing adds.")
-    batch_expected_wall_s: RolloutTailNum = Field(None, description="Expected wait of a synchronous batch for its "
+    single_expected_s: OutSweep = Field(None, description="Mean rollout time, p × long + (1 − p) × short, s.")
+    race_expected_s: OutSweep = Field(None, description="Mean time of the first of race_copies copies, s.")
+    race_slot_s: OutSweep = Field(None, description="Slot time the race holds, copies × winner's time, s.")
+    kept_long_fraction: OutSweep = Field(None, description="Share of kept samples that are long, p^copies.")
+    long_fraction_shift: OutSweep = Field(None, description="kept long share − p: the bias racing adds.")
+    batch_expected_wall_s: OutSweep = Field(None, description="Expected wait of a synchronous batch for its "
                                                   "slowest rollout, s.")
-    batch_idle_fraction: RolloutTailNum = Field(None, description="1 − mean rollout / batch wall time, a fraction.")
-    probability_batch_has_long: RolloutTailNum = Field(None, description="Probability that the batch holds at least "
+    batch_idle_fraction: OutSweep = Field(None, description="1 − mean rollout / batch wall time, a fraction.")
+    probability_batch_has_long: OutSweep = Field(None, description="Probability that the batch holds at least "
                                                        "one slower rollout.")
     oversample: RlRolloutTailOversampleOut | None = Field(None, description="Over-sampling counts (with oversample).")
 

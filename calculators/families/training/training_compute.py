@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
     CalcInputError,
     CalcRequest,
@@ -82,13 +83,11 @@ class TrainingComputeRequest(CalcRequest):
 
 
 #: a number, or one per point when an input is swept (null where not finite)
-TrainingNum = float | None | list[float | None]
 
 
-class TrainingComputeByComponentOut(BaseModel):
+class TrainingComputeByComponentOut(Outputs):
     """Training FLOPs per token of each matrix component, 6 × params (× 8/6 with full recompute)."""
 
-    model_config = ConfigDict(extra="forbid")
     attention: float | None = Field(description="Attention projections, FLOP/token.")
     dense_ffn: float | None = Field(description="Dense FFN matrices, FLOP/token.")
     routed_experts: float | None = Field(description="The routed experts a token uses, FLOP/token.")
@@ -97,37 +96,36 @@ class TrainingComputeByComponentOut(BaseModel):
     lm_head: float | None = Field(description="Output projection, FLOP/token (0 with include_lm_head false).")
 
 
-class TrainingComputeOutputs(BaseModel):
+class TrainingComputeOutputs(Outputs):
     """Outputs of training-compute; lists where an input is swept. The FLOP keys need a model, architecture or
     params; totals need tokens; times need a peak, a GPU-hours budget or a throughput."""
 
-    model_config = ConfigDict(extra="forbid")
     flops_per_token_by_component: TrainingComputeByComponentOut | None = Field(None, description="Per component "
                                                                                "(model or architecture).")
     params_total: float | None = Field(None, description="All parameters of the model (model or architecture).")
     expert_flops_per_token: float | None = Field(None, description="Routed + shared expert FLOPs per token, "
                                                  "FLOP/token (MoE).")
-    expert_flops: TrainingNum = Field(None, description="Expert FLOPs over the tokens, FLOP (MoE, with tokens).")
-    flops_per_token: TrainingNum = Field(None, description="Dense + attention training FLOPs per token, FLOP/token.")
-    dense_flops_per_token: TrainingNum = Field(None, description="6 × N (× 8/6 with full recompute), FLOP/token.")
-    attention_flops_per_token: TrainingNum = Field(None, description="Causal attention term, 3·(S+1)·H·(d_qk+d_v)·L, "
+    expert_flops: OutSweep = Field(None, description="Expert FLOPs over the tokens, FLOP (MoE, with tokens).")
+    flops_per_token: OutSweep = Field(None, description="Dense + attention training FLOPs per token, FLOP/token.")
+    dense_flops_per_token: OutSweep = Field(None, description="6 × N (× 8/6 with full recompute), FLOP/token.")
+    attention_flops_per_token: OutSweep = Field(None, description="Causal attention term, 3·(S+1)·H·(d_qk+d_v)·L, "
                                                    "FLOP/token (0 without sequence_tokens).")
-    flops_per_token_per_param: TrainingNum = Field(None, description="flops_per_token / N (6 for plain 6ND).")
-    params: TrainingNum = Field(None, description="N: matrix parameters used per token (MoE: active).")
-    six_nd_flops: TrainingNum = Field(None, description="6 × N × D, FLOP (with tokens).")
-    flops_total: TrainingNum = Field(None, description="flops_per_token × D, FLOP (with tokens).")
-    tokens_per_param: TrainingNum = Field(None, description="D / N (with tokens).")
-    wall_s: TrainingNum = Field(None, description="Wall time of the run, s.")
-    days: TrainingNum = Field(None, description="wall time / 86400, days.")
-    gpu_hours: TrainingNum = Field(None, description="wall time × devices / 3600, device-hours.")
-    tokens_per_s: TrainingNum = Field(None, description="D / wall time, tokens/s (with tokens).")
-    implied_mfu: TrainingNum = Field(None, description="FLOPs / (wall × devices × peak): the MFU a budget or "
+    flops_per_token_per_param: OutSweep = Field(None, description="flops_per_token / N (6 for plain 6ND).")
+    params: OutSweep = Field(None, description="N: matrix parameters used per token (MoE: active).")
+    six_nd_flops: OutSweep = Field(None, description="6 × N × D, FLOP (with tokens).")
+    flops_total: OutSweep = Field(None, description="flops_per_token × D, FLOP (with tokens).")
+    tokens_per_param: OutSweep = Field(None, description="D / N (with tokens).")
+    wall_s: OutSweep = Field(None, description="Wall time of the run, s.")
+    days: OutSweep = Field(None, description="wall time / 86400, days.")
+    gpu_hours: OutSweep = Field(None, description="wall time × devices / 3600, device-hours.")
+    tokens_per_s: OutSweep = Field(None, description="D / wall time, tokens/s (with tokens).")
+    implied_mfu: OutSweep = Field(None, description="FLOPs / (wall × devices × peak): the MFU a budget or "
                                      "throughput implies, a fraction.")
-    required_flop_per_s_per_device: TrainingNum = Field(None, description="FLOPs / (devices × target_s), FLOP/s "
+    required_flop_per_s_per_device: OutSweep = Field(None, description="FLOPs / (devices × target_s), FLOP/s "
                                                         "(with target_s).")
-    required_peak_flop_per_s_at_mfu: TrainingNum = Field(None, description="That rate / MFU: the peak each device "
+    required_peak_flop_per_s_at_mfu: OutSweep = Field(None, description="That rate / MFU: the peak each device "
                                                          "needs, FLOP/s (with target_s).")
-    peak_flop_per_s: TrainingNum = Field(None, description="Dense peak per device used, FLOP/s (with a peak).")
+    peak_flop_per_s: OutSweep = Field(None, description="Dense peak per device used, FLOP/s (with a peak).")
 
 
 def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
