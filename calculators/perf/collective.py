@@ -10,8 +10,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.domain import fit_for
-from calculators.domain import alpha_assumption, describe_fit, link_spec, measured_link_fits
+from calculators.domain import alpha_assumption, describe_fit, fit_for, link_spec, measured_link_fits
 from calculators.framework import (
     CalcInputError, Lookup, Result, out,
 )

@@ -7,26 +7,11 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    Fraction,
-    Lookup,
-    NonNegFloatSweep,
-    PosFloat,
-    PosFloatSweep,
-    PosInt,
-    Result,
-    broadcast,
-    first,
-    fmt_s,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, Fraction, Lookup, NonNegFloatSweep,
+    num, out, Outputs, OutSweep, PosFloat, PosFloatSweep, PosInt, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.domain import hardware_spec, note_scope
 
 

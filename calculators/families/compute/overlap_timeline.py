@@ -21,12 +21,10 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, PosFloat, PosInt, PosIntSweep, Result, first,
-    fmt_bytes, fmt_s, out,
+    CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Lookup, NonNegFloat, out, PosFloat,
+    PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.families.compute._overlap_timeline_outputs import OverlapTimelineOutputs
 
 

@@ -14,21 +14,17 @@ import numpy as np
 from pydantic import Field, StrictBool, field_validator, model_validator
 
 from calculators.framework import (
-    GRID_FIELD, CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegIntSweep, PosFloat,
-    PosFloatSweep, PosInt, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_flops, fmt_s,
-    grid_axes, grid_shape, num, out, request_inputs, whole_numbers,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_flops, fmt_s, Fraction,
+    grid_axes, GRID_FIELD, grid_shape, Lookup, NonNegFloat, NonNegFloatSweep, NonNegIntSweep, num, out, PosFloat,
+    PosFloatSweep, PosInt, PosIntSweep, Profile, request_inputs, Result, whole_numbers,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
-from calculators.domain import MODEL_CONFIG_FIELD, cache_bytes, groups_from_model, intify, written_bytes
-from calculators.domain import FORMATS, resolve_format, shipped_weight_formats
-from calculators.perf import causal_pairs, moe_split, published_moe_split
-from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
+from calculators.domain import (
+    cache_bytes, format_bytes, FormatField as Format, FORMATS, groups_from_model, hardware_rates, intify, ledger,
+    MODEL_CONFIG_FIELD, resolve_arch, resolve_format, ShapeArchitecture, shipped_weight_formats, written_bytes,
+)
+from calculators.perf import causal_pairs, Estimate, ESTIMATE_FIELD, moe_split, published_moe_split, step_estimate
 from calculators.families.compute._roofline_outputs import RooflineOutputs
-from calculators.domain import ledger
-from calculators.domain import FormatField as Format, format_bytes
-from calculators.domain import hardware_rates
-from calculators.domain import ShapeArchitecture, resolve_arch
 
 
 # --------------------------------------------------------------------------- operations

@@ -16,14 +16,11 @@ from pydantic import Field
 
 import numpy as np
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result, aligned, broadcast,
-    first, num, out, quiet,
+    aligned, broadcast, CalcInputError, CalcRequest, Calculator, first, Lookup, NonNegFloatSweep, num, out, Outputs,
+    OutSweep, PosFloat, PosFloatSweep, PosInt, quiet, request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator
 
 
 class Measurement(CalcRequest):

@@ -16,14 +16,11 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, PosInt, PosIntSweep, Result, broadcast, first, num, out, quiet,
+    aligned, broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, Lookup, num, out, Outputs, PosInt,
+    PosIntSweep, Profile, quiet, request_inputs, Result, whole_numbers,
 )
-from calculators.framework import aligned, whole_numbers
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 
 
 # =========================================================================== chunk padding

@@ -14,15 +14,11 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep, PosInt, Result,
-    broadcast, first, num, out, quiet,
+    aligned, broadcast, CalcInputError, CalcRequest, Calculator, first, Lookup, NonNegFloat, NonNegFloatSweep, num,
+    out, Outputs, OutSweep, PosFloat, PosFloatSweep, PosInt, Profile, quiet, request_inputs, Result,
 )
-from calculators.framework import aligned
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile
 
 
 # =========================================================================== utilisation split

@@ -18,10 +18,11 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import Outputs
-from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosInt, Result, num, out, quiet, request_inputs
+from calculators.framework import (
+    CalcInputError, CalcRequest, Calculator, Lookup, NonNegFloat, NonNegInt, num, out, Outputs, PosInt, quiet,
+    request_inputs, Result,
+)
 from calculators.framework import headline as hf
-from calculators.framework import Calculator
 
 Finite = float
 

@@ -14,10 +14,10 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import Outputs
-from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegInt, PosInt, Result, out, quiet, request_inputs
+from calculators.framework import (
+    CalcInputError, CalcRequest, Calculator, Lookup, NonNegInt, out, Outputs, PosInt, quiet, request_inputs, Result,
+)
 from calculators.framework import headline as hf
-from calculators.framework import Calculator
 
 
 # =========================================================================== attention projections

@@ -17,28 +17,14 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
-from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    Fraction,
-    Lookup,
-    NonNegFloat,
-    NonNegFloatSweep,
-    NonNegIntSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, Fraction, Lookup, NonNegFloat,
+    NonNegFloatSweep, NonNegIntSweep, num, out, Outputs, OutSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import MODEL_CONFIG_FIELD, GroupSpec, group_lines, intify, kv_sizes, model_weight_bytes, resolve_groups
-from calculators.domain import output_label, FORMAT_HELP, Fmt, FormatField, resolve_format
-from calculators.domain import explain_memory_rule, hardware_spec, note_scope
-from calculators.domain import Architecture
+from calculators.domain import (
+    Architecture, explain_memory_rule, Fmt, FORMAT_HELP, FormatField, group_lines, GroupSpec, hardware_spec, intify,
+    kv_sizes, MODEL_CONFIG_FIELD, model_weight_bytes, note_scope, output_label, resolve_format, resolve_groups,
+)
 from calculators.framework import headline as H
 
 

@@ -16,27 +16,14 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    CalcRequest,
-    FractionSweep,
-    Lookup,
-    NonNegFloat,
-    NonNegFloatSweep,
-    NonNegIntSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcRequest, Calculator, Chart, first, fmt_bytes, FractionSweep, Lookup, NonNegFloat,
+    NonNegFloatSweep, NonNegIntSweep, num, out, Outputs, OutSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import MODEL_CONFIG_FIELD, intify, kv_sizes, kv_source
-from calculators.domain import Architecture
-from calculators.domain import FormatField, resolve_format
+from calculators.domain import (
+    Architecture, FormatField, intify, kv_sizes, kv_source, MODEL_CONFIG_FIELD, resolve_format,
+)
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 
 
 class KVEvictionRequest(CalcRequest):

@@ -15,17 +15,15 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegFloatSweep, NonNegInt, PosFloatSweep, PosInt,
-    PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, Lookup,
+    NonNegFloat, NonNegFloatSweep, NonNegInt, num, out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep,
+    Profile, quiet, request_inputs, Result,
 )
-from calculators.domain import MODEL_CONFIG_FIELD, model_record, model_weight_bytes
-from calculators.framework import quiet
-from calculators.framework import Calculator, Profile, Chart
-from calculators.domain import FORMAT_HELP, FormatField
-from calculators.domain import explain_memory_rule, hardware_spec, note_scope
+from calculators.domain import (
+    explain_memory_rule, FORMAT_HELP, FormatField, hardware_spec, MODEL_CONFIG_FIELD, model_record,
+    model_weight_bytes, note_scope,
+)
 from calculators.framework import headline as H
 
 

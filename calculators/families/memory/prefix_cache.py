@@ -20,34 +20,17 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    FractionSweep,
-    Lookup,
-    NonNegFloat,
-    NonNegInt,
-    NonNegIntSweep,
-    PosFloat,
-    PosFloatSweep,
-    PosIntSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    fmt_flops,
-    fmt_s,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_flops, fmt_s, FractionSweep,
+    Lookup, NonNegFloat, NonNegInt, NonNegIntSweep, num, out, Outputs, OutSweep, PosFloat, PosFloatSweep,
+    PosIntSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import MODEL_CONFIG_FIELD, SPLIT_ATTENTION, GroupSpec, intify, kv_sizes, kv_source
-from calculators.domain import Architecture, PricePerMtok
+from calculators.domain import (
+    Architecture, FormatField, GroupSpec, intify, kv_sizes, kv_source, MODEL_CONFIG_FIELD, PricePerMtok,
+    resolve_format, SPLIT_ATTENTION,
+)
 from calculators.perf import causal_pairs
-from calculators.domain import FormatField, resolve_format
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 
 
 class PrefixCacheRequest(CalcRequest):

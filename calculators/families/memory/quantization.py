@@ -17,27 +17,12 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.domain import MODEL_CONFIG_FIELD, model_record
-from calculators.domain import output_label, FORMATS, Fmt, FormatField, resolve_format
-from calculators.framework import OutSweep, Outputs
-from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
+from calculators.domain import Fmt, FormatField, FORMATS, MODEL_CONFIG_FIELD, model_record, output_label, resolve_format
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    Lookup,
-    NonNegFloat,
-    NonNegIntSweep,
-    PosFloatSweep,
-    PosInt,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, Lookup, NonNegFloat,
+    NonNegIntSweep, num, out, Outputs, OutSweep, PosFloatSweep, PosInt, Profile, request_inputs, Result,
 )
+from calculators.framework import headline as hf
 
 
 # --------------------------------------------------------------------------- the calculator

@@ -18,29 +18,16 @@ import math
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    CalcRequest,
-    Fraction,
-    Lookup,
-    NonNegFloat,
-    PosFloatSweep,
-    PosInt,
-    PosIntSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcRequest, Calculator, Chart, first, fmt_bytes, Fraction, list_series, Lookup, NonNegFloat, num,
+    out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import COMPONENTS, MODEL_CONFIG_FIELD, exact, ledger
+from calculators.domain import (
+    bits_per_param, COMPONENTS, exact, explain_memory_rule, format_bytes, FORMAT_HELP, format_label, FormatField,
+    hardware_spec, ledger, MODEL_CONFIG_FIELD, note_scope, resolve_arch, resolve_format, ShapeArchitecture,
+    shipped_weight_formats, usable_memory_bytes, WeightFormats,
+)
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, list_series, Chart
-from calculators.domain import FORMAT_HELP, FormatField, WeightFormats, bits_per_param, format_bytes, format_label, resolve_format, shipped_weight_formats
-from calculators.domain import ShapeArchitecture, resolve_arch
-from calculators.domain import explain_memory_rule, hardware_spec, note_scope, usable_memory_bytes
 
 # Storage formats come from the one table every calculator shares.
 Format = FormatField

@@ -11,13 +11,11 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
-from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.framework import (
-    request_inputs,
-    CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    broadcast, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_rate, fmt_s, list_series, Lookup, NonNegFloat,
+    NonNegFloatSweep, num, out, Outputs, OutSweep, PosFloatSweep, PosIntSweep, Profile, request_inputs, Result,
 )
+from calculators.framework import headline as hf
 from calculators.perf import BUS_FACTOR, FORMULAS, ROUNDS, Algorithm, Label, Operation, chunk_bytes, collective_cost, resolve_link
 
 class FollowUp(CalcRequest):

@@ -12,13 +12,10 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, PosFloatSweep,
-    PosInt, Result, broadcast, fmt_bytes, fmt_flops, fmt_s, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, fmt_bytes, fmt_flops, fmt_s, Lookup, NonNegFloat,
+    NonNegFloatSweep, num, out, Outputs, OutSweep, PosFloat, PosFloatSweep, PosInt, Profile, request_inputs, Result,
 )
-from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import headline as H
 from calculators.domain import hardware_spec, note_scope
 

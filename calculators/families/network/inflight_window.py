@@ -9,13 +9,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
-from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_rate, fmt_s, Lookup,
+    NonNegFloatSweep, num, out, Outputs, OutSweep, PosFloatSweep, PosIntSweep, Profile, request_inputs, Result,
 )
+from calculators.framework import headline as hf
 
 
 class InflightRequest(CalcRequest):

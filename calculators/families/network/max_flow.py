@@ -16,10 +16,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from calculators.framework import Outputs
-from calculators.framework import CalcInputError, CalcRequest, Lookup, NonNegFloat, Result, num, out, request_inputs
+from calculators.framework import (
+    CalcInputError, CalcRequest, Calculator, Lookup, NonNegFloat, num, out, Outputs, request_inputs, Result,
+)
 from calculators.framework import headline as hf
-from calculators.framework import Calculator
 
 MAX_NODES = 100
 MAX_EDGES = 500

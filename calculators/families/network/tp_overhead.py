@@ -13,15 +13,12 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloatSweep, PosFloatSweep, PosIntSweep,
-    Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_rate, fmt_s, Lookup,
+    NonNegFloatSweep, num, out, Outputs, OutSweep, PosFloatSweep, PosIntSweep, Profile, request_inputs, Result,
 )
 from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.perf import FORMULAS, Algorithm, collective_cost, resolve_link
 
 

@@ -8,14 +8,12 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework import OutSweep, Outputs
-from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, list_series, Chart
-from calculators.domain import link_spec
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, Result, broadcast, first, fmt_bytes, fmt_rate, fmt_s, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_rate, fmt_s, list_series,
+    Lookup, NonNegFloat, NonNegFloatSweep, num, out, Outputs, OutSweep, PosFloat, Profile, request_inputs, Result,
 )
+from calculators.framework import headline as hf
+from calculators.domain import link_spec
 from calculators.perf import Label
 
 class Rate(CalcRequest):

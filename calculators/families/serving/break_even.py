@@ -19,15 +19,12 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutCountSweep, OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    MAX_LIST_LENGTH, MAX_VALUE, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
-    PosFloatSweep, Result, broadcast, first, num, out,
+    aligned as _aligned, broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, FractionSweep, Lookup,
+    MAX_LIST_LENGTH, MAX_VALUE, NonNegFloat, NonNegFloatSweep, num, out, OutCountSweep, Outputs, OutSweep,
+    PosFloatSweep, Profile, quiet, request_inputs, Result, whole_numbers as _ints,
 )
-from calculators.framework import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 
 
 #: a signed cost: a saving may be negative (the change makes each use slower)

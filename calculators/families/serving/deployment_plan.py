@@ -20,18 +20,19 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, field_validator
 
-from calculators.domain import MODEL_CONFIG_FIELD, COMPONENTS, arch_from_record, groups_from_model, kv_sizes, ledger, model_record
-from calculators.framework import Calculator, Profile, Series, request_value
-from calculators.framework import (
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, Result, fmt_bytes, fmt_s, num, request_inputs,
+from calculators.domain import (
+    arch_from_record, COMPONENTS, DEFAULT_MEMORY_UTILIZATION, fit_for, format_bytes, FORMAT_HELP, FormatField,
+    FORMATS, groups_from_model, hardware_spec, kv_sizes, ledger, measured_link_fits, MODEL_CONFIG_FIELD,
+    model_record, note_scope, record, resolve_format, shipped_weight_formats, stored_device_price,
+    usable_memory_bytes,
 )
-from calculators.domain import FORMAT_HELP, FORMATS, FormatField, format_bytes, resolve_format, shipped_weight_formats
-from calculators.domain import fit_for
+from calculators.framework import (
+    CalcInputError, CalcRequest, Calculator, fmt_bytes, fmt_s, Fraction, Lookup, NonNegFloat, num, PosFloat,
+    Profile, request_inputs, request_value, Result, Series,
+)
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
-from calculators.domain import record
 from calculators.perf import decode_step, load_system, measured_system_of, prefill_step
 from calculators.framework import headline as H
-from calculators.domain import DEFAULT_MEMORY_UTILIZATION, hardware_spec, measured_link_fits, note_scope, stored_device_price, usable_memory_bytes
 
 #: the main data-centre GPUs a plan considers when the request names none
 DEFAULT_HARDWARE = ("h100-sxm", "h200-sxm", "b200-sxm", "a100-80gb-sxm", "mi300x")

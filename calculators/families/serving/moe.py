@@ -21,14 +21,11 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat, PosInt,
-    PosIntSweep, Result, broadcast, first, fmt_bytes, fmt_s, num,
-    out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Lookup, NonNegFloat,
+    NonNegInt, num, out, PosFloat, PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
 from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.families.serving._moe_outputs import MoeOutputs, MoePlacementOutputs
 
 

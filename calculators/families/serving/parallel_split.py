@@ -12,17 +12,16 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field, ValidationError
 
-from calculators.framework import OutNum, OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, PosFloat, PosIntSweep, Result, broadcast, fmt_bytes, fmt_rate, fmt_s, jsonable, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, fmt_bytes, fmt_rate, fmt_s, Fraction, jsonable,
+    Lookup, NonNegFloat, num, out, OutNum, Outputs, OutSweep, PosFloat, PosIntSweep, Profile, request_inputs, Result,
 )
-from calculators.framework import Calculator, Profile, Chart
-from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
-from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
-from calculators.domain import FORMAT_HELP, FORMATS, Fmt, FormatField, resolve_format, shipped_weight_formats
-from calculators.domain import explain_memory_rule, hardware_spec, note_scope
-from calculators.perf import collective_cost, resolve_link
+from calculators.domain import (
+    arch_from_record, explain_memory_rule, Fmt, FORMAT_HELP, FormatField, FORMATS, groups_from_model, hardware_spec,
+    kv_sizes, MODEL_CONFIG_FIELD, model_record, model_weight_bytes, note_scope, resolve_format,
+    shipped_weight_formats,
+)
+from calculators.perf import collective_cost, Estimate, ESTIMATE_FIELD, resolve_link, step_estimate
 from calculators.framework import headline as H
 
 

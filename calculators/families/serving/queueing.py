@@ -20,13 +20,11 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    request_inputs,
-    MAX_LIST_LENGTH, CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, NonNegFloatSweep,
-    PosFloat, PosFloatSweep, PosIntSweep, Result, broadcast, first, fmt_s, num, out,
+    aligned as _aligned, broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, FractionSweep,
+    list_series, Lookup, MAX_LIST_LENGTH, NonNegFloat, NonNegFloatSweep, num, out, PosFloat, PosFloatSweep,
+    PosIntSweep, Profile, quiet, request_inputs, Result, whole_numbers as _ints,
 )
-from calculators.framework import quiet, aligned as _aligned, whole_numbers as _ints
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, list_series, Chart
 from calculators.families.serving._queueing_outputs import (
     BacklogOutputs, CapacityOutputs, QueueingOutputs, RemainingTimeOutputs,
 )

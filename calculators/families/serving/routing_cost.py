@@ -15,16 +15,12 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutNum, OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    MAX_SWEEP_POINTS, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat,
-    PosFloat, PosInt, Result, first, fmt_s, num, out,
+    CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, Fraction, FractionSweep, Lookup, MAX_SWEEP_POINTS,
+    NonNegFloat, num, out, OutNum, Outputs, OutSweep, PosFloat, PosInt, Profile, quiet, request_inputs,
+    request_value, Result, Series, sweep_length,
 )
-from calculators.framework import quiet
-from calculators.domain import record
-from calculators.domain import PricePerMtok
-from calculators.framework import Calculator, Profile, Series, request_value, sweep_length, Chart
+from calculators.domain import PricePerMtok, record
 from calculators.framework import headline as H
 
 

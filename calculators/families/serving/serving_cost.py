@@ -17,31 +17,18 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework import OutCountSweep, OutSweep, Outputs
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    Fraction,
-    Lookup,
-    NonNegFloat,
-    NonNegIntSweep,
-    PosFloat,
-    PosIntSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    fmt_s,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, Lookup,
+    NonNegFloat, NonNegIntSweep, num, out, OutCountSweep, Outputs, OutSweep, PosFloat, PosIntSweep, Profile,
+    request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
-from calculators.domain import MODEL_CONFIG_FIELD, arch_from_record, groups_from_model, kv_sizes, model_record, model_weight_bytes
+from calculators.domain import (
+    arch_from_record, format_label, FormatField as Format, FORMATS, groups_from_model, hardware_spec, kv_sizes,
+    MODEL_CONFIG_FIELD, model_record, model_weight_bytes, note_scope, resolve_format, shipped_weight_formats,
+    stored_device_price, usable_memory_bytes,
+)
 from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
-from calculators.domain import FORMATS, FormatField as Format, format_label, resolve_format, shipped_weight_formats
-from calculators.domain import hardware_spec, note_scope, stored_device_price, usable_memory_bytes
 
 
 class ServingCostRequest(CalcRequest):

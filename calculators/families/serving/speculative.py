@@ -20,14 +20,12 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    MAX_LIST_LENGTH, CalcInputError, CalcRequest, Fraction, FractionSweep, Lookup, NonNegFloat, NonNegInt, PosFloat,
-    PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num, out,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, FractionSweep,
+    Lookup, MAX_LIST_LENGTH, NonNegFloat, NonNegInt, num, out, Outputs, OutSweep, PosFloat, PosInt, request_inputs,
+    Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Chart
 
 
 def _out(x):

@@ -9,12 +9,10 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutNum, OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcRequest, Lookup, NonNegFloat, NonNegFloatSweep, PosFloat, Result, broadcast, first, fmt_s, num, out,
+    broadcast, CalcRequest, Calculator, Chart, first, fmt_s, Lookup, NonNegFloat, NonNegFloatSweep, num, out,
+    OutNum, Outputs, OutSweep, PosFloat, Profile, request_inputs, Result,
 )
-from calculators.framework import Calculator, Profile, Chart
 from calculators.framework import headline as H
 
 

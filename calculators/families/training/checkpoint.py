@@ -12,25 +12,12 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    Lookup,
-    NonNegFloat,
-    PosFloatSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_bytes,
-    fmt_s,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Lookup, NonNegFloat, num,
+    out, Outputs, OutSweep, PosFloatSweep, Profile, request_inputs, Result,
 )
 from calculators.domain import MODEL_CONFIG_FIELD, model_record
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 
 #: bytes per parameter of one part of the state (0 = not saved), at most 64; the bound sits inside the type,
 #: where pydantic enforces it (a `le=` given to Field() next to a core alias is overridden by the alias's bound)

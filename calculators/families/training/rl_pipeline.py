@@ -10,14 +10,11 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    GIB, CalcInputError, CalcRequest, Fraction, Lookup, NonNegFloat, NonNegInt, PosFloat,
-    PosFloatSweep, PosInt, Result, broadcast, first, fmt_bytes, fmt_s, num,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, GIB, Lookup,
+    NonNegFloat, NonNegInt, num, Outputs, OutSweep, PosFloat, PosFloatSweep, PosInt, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.families.training._rl import join as _join, rl_out as _out
 
 class WeightSync(CalcRequest):

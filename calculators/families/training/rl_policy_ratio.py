@@ -8,13 +8,10 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcRequest, Fraction, Lookup, Result, first, num,
+    CalcRequest, Calculator, Chart, first, Fraction, Lookup, num, Outputs, OutSweep, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.families.training._rl import rl_out as _out
 
 LogP = Annotated[float, Field(ge=-1e4, le=0, allow_inf_nan=False)]

@@ -9,14 +9,11 @@ import math
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, Lookup, NonNegFloat, NonNegInt, PosFloat,
-    Result, fmt_s, num,
+    CalcInputError, CalcRequest, Calculator, fmt_s, Lookup, NonNegFloat, NonNegInt, num, Outputs, PosFloat,
+    request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator
 from calculators.families.training._rl import join as _join, rl_out as _out
 
 class TrainerFailure(CalcRequest):

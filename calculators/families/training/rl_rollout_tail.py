@@ -9,13 +9,11 @@ from typing import Annotated
 import numpy as np
 from pydantic import Field
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    request_inputs,
-    CalcInputError, CalcRequest, FractionSweep, Lookup, NonNegFloat, Result, broadcast, first, num,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, FractionSweep, Lookup, NonNegFloat, num,
+    Outputs, OutSweep, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
 from calculators.families.training._rl import join as _join, rl_out as _out
 
 OversampleFactor = Annotated[float, Field(ge=1, le=100, allow_inf_nan=False)]

@@ -13,30 +13,12 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, model_validator
 
-from calculators.framework import OutSweep, Outputs
 from calculators.framework import (
-    CalcInputError,
-    CalcRequest,
-    FractionSweep,
-    Lookup,
-    NonNegInt,
-    PosFloatSweep,
-    PosInt,
-    PosIntSweep,
-    Result,
-    broadcast,
-    first,
-    fmt_s,
-    num,
-    out,
-    request_inputs,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, FractionSweep, Lookup, NonNegInt, num,
+    out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import MODEL_CONFIG_FIELD
+from calculators.domain import hardware_rates, ledger, MODEL_CONFIG_FIELD, resolve_arch, ShapeArchitecture
 from calculators.framework import headline as hf
-from calculators.framework import Calculator, Profile, Chart
-from calculators.domain import hardware_rates
-from calculators.domain import ledger
-from calculators.domain import ShapeArchitecture, resolve_arch
 
 
 class AttentionShape(CalcRequest):
