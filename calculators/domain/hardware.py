@@ -135,10 +135,6 @@ def per_device_value(value: float, per: str | None, scope: str, devices: int) ->
     return None if basis == "system" else value / devices
 
 
-def _basis(fact: dict, scope: str) -> str:
-    return figure_basis(fact.get("per"), scope)
-
-
 def _prov(rec: dict, fact: dict, field_name: str, value: float) -> dict:
     return {"record": rec.get("id"), "field": field_name, "value": value, "source": fact.get("source"),
             "locator": fact.get("locator"), "source_url": fact.get("source_url")}
