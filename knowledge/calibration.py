@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from calculators.domain.architecture import Arch, arch_from_record, model_weight_bytes
+from calculators.domain import Arch, arch_from_record, model_weight_bytes
 from calculators.framework import CalcInputError, Lookup, Result
 from calculators.perf.measured import leave_one_out
 from calculators.perf.measured_step import NOT_MODELLED, StepEstimate, decode_step, prefill_step

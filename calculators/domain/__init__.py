@@ -1,7 +1,7 @@
 """The domain layer: what the calculators know about the things they compute with.
 
 Number formats (`formats`), hardware, links, prices and the one memory rule (`hardware`, `link_fit`), model
-architectures and their KV and parameter ledgers (`architecture`), Hugging Face config readers (`hf_config` over
+architectures and their KV and parameter ledgers (`architecture`), the layer layout of any model (`layout`), Hugging Face config readers (`hf_config` over
 `hf_reader` and `hf_layouts`) and the request sub-models several calculators share (`requests`). Families and the
 perf package import from this face; the modules behind it are private to the package.
 """
@@ -26,8 +26,12 @@ from calculators.domain.link_fit import (
 from calculators.domain.architecture import (
     Arch, COMPONENTS, GroupSpec, MODEL_CONFIG_FIELD, SHAPE_FIELDS, SPLIT_ATTENTION, Sizes, StreamSpec,
     arch_from_record, cache_bytes, entries_at, exact, group_lines, groups_from_architecture, groups_from_model,
-    intify, kv_sizes, kv_source, ledger, model_record, model_weight_bytes, record_from_hf_config, resolve_groups,
+    intify, kv_sizes, kv_source, ledger, model_record, record_from_hf_config, resolve_groups,
     written_bytes,
+)
+from calculators.domain.layout import (
+    ATTENTION, COMPRESSED, KNOWN_ATTENTION, LINEAR, LINEAR_KINDS, Layout, MLA, Mixer, layout_from_arch, layout_ledger,
+    layout_of, model_weight_bytes,
 )
 from calculators.domain.requests import (
     Architecture, Count, Dim, ExpertCount, HeadCount, HeadDim, Heads, LayerGroup, Layers, MLASpec, MoESpec,
@@ -38,6 +42,8 @@ from calculators.domain.hf_config import (
 )
 
 __all__ = [
+    'ATTENTION', 'COMPRESSED', 'KNOWN_ATTENTION', 'LINEAR', 'LINEAR_KINDS', 'Layout', 'MLA', 'Mixer',
+    'layout_from_arch', 'layout_ledger', 'layout_of',
     'ALIASES', 'AllReduceFit', 'Arch', 'Architecture', 'COMPONENTS', 'Count', 'DEFAULT_MEMORY_UTILIZATION',
     'DEFAULT_RUNTIME_RESERVE_BYTES', 'DTYPE_BYTES', 'Dim', 'ExpertCount', 'FORMATS', 'FORMAT_HELP', 'Fmt',
     'FormatField', 'FormatName', 'FormatSpec', 'GroupSpec', 'HardwareSpec', 'HeadCount', 'HeadDim', 'Heads',

@@ -269,38 +269,6 @@ def _ledger(a: Arch) -> dict:
     })
 
 
-def model_weight_bytes(rec: dict, weight_format: Any, res: Result, loc: str = "weight_format") -> float:
-    """Bytes of a model's weights: in `weight_format` when given, else in its published formats (per component when
-    the record's shapes allow a ledger, e.g. MXFP4 experts beside BF16 attention), stated in the assumptions."""
-    shipped = shipped_weight_formats(rec.get("weight_dtype")) if weight_format is None else None
-    if weight_format is None and shipped is None:
-        weight_format = "bf16"
-        res.assume(f"Weight format: {rec.get('id')} states no published format; bf16 assumed (pass `{loc}`).")
-    arch = arch_from_record(rec, None, "model") if rec.get("layer_groups") is not None or rec.get("attention") else None
-    if arch is not None:
-        comp = ledger(arch)["components"]
-        fmt_of = (lambda c: weight_format) if weight_format is not None else shipped.for_component
-        parts = {c: float(format_bytes(v, fmt_of(c))) for c, v in comp.items()}
-        weights = sum(parts.values())
-        used = sorted({format_label(fmt_of(c)) for c, v in comp.items() if v})
-        res.step("weights", "Σ component params × bits/8", " + ".join(f"{c} {num(v)} B" for c, v in parts.items() if v), weights, "B")
-    else:
-        params = float(fact_value(rec, "params_total", loc="model"))
-        res.cite(fact_source(rec, "params_total"))
-        fmt = resolve_format(weight_format if weight_format is not None else shipped.main, loc)
-        if shipped is not None and shipped.components:
-            res.assume(f"{rec.get('id')}'s shapes are not itemised here, so all {num(params)} parameters are counted in "
-                       f"its main format {fmt.name} although {shipped.note}.")
-        weights = params * fmt.effective_bits / 8
-        used = [fmt.name]
-        res.step("weights", "params_total × bytes/param", f"{num(params)} × {num(fmt.effective_bits / 8)} B ({fmt.name})", weights, "B")
-    if weight_format is None:
-        res.assume(f"Weight format: as published, {shipped.label} ({shipped.note}); pass `{loc}` to change it.")
-    else:
-        res.assume(f"Weight format: {', '.join(used)} (given).")
-    return weights
-
-
 # --------------------------------------------------------------------------- KV and state
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The performance models of a model step: the α–β cost of collectives (`collective`), the shared terms of a step's
-work (`step_terms`), NVIDIA AIConfigurator's measured kernel tables (`measured_tables`, `measured`) and the measured
-step estimate built from them (`measured_step`, `measured_estimate`). Families import from this face.
+work (`step_terms`), the step model of any layout and its two evaluators (`step_model`, `step_eval`), NVIDIA
+AIConfigurator's measured kernel tables (`measured_tables`, `measured`) and the measured step estimate built from
+them (`measured_step`, `measured_estimate`). Families import from this face.
 """
 from __future__ import annotations
 
@@ -25,11 +26,19 @@ from calculators.perf.measured import (
 from calculators.perf.measured_step import (
     NOT_MODELLED, StepEstimate, decode_step, prefill_step,
 )
+from calculators.perf.step_model import (
+    ACT_BYTES, Op, STATE_BYTES, Split, StepOps, split_problems, step_ops, touched_experts, weight_bytes_per_rank,
+)
+from calculators.perf.step_eval import (
+    Bound, COMM_KINDS, bound_of, measured_of, op_bound_s,
+)
 from calculators.perf.measured_estimate import (
     ESTIMATE_FIELD, Estimate, measured_system_of, step_estimate,
 )
 
 __all__ = [
+    'ACT_BYTES', 'Bound', 'COMM_KINDS', 'Op', 'STATE_BYTES', 'Split', 'StepOps', 'bound_of', 'measured_of',
+    'op_bound_s', 'split_problems', 'step_ops', 'touched_experts', 'weight_bytes_per_rank',
     'AR_AXES', 'ATTN_CATS', 'Algorithm', 'BUS_FACTOR', 'CTX_AXES', 'ESTIMATE_FIELD', 'Estimate', 'FLAG_NAMES',
     'FORMULAS', 'GEN_AXES', 'Grid', 'LATENCY_UNIT_S', 'Label', 'Located', 'MOE_AXES', 'MOE_CATS', 'MeasuredSystem',
     'NOT_MODELLED', 'Operation', 'ROUNDS', 'Rates', 'StepEstimate', 'TABLES', 'TABLE_FORMAT', 'TABLE_PEAK',
