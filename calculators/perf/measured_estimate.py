@@ -12,7 +12,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field
 
-from calculators.domain import format_label, hardware_spec
+from calculators.domain import format_label, hardware_spec, layout_of, model_record, shipped_weight_formats
 from calculators.framework import CalcInputError, Lookup, Result, first, fmt_s, num, out
 
 Estimate = Literal["bound", "measured", "both"]
@@ -53,18 +53,25 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
     if system_name is None:
         _skip(mode, f"no measured kernels for hardware {hardware_id!r}" if hardware_id else "no hardware id given", res)
         return {}
-    if arch is None:
-        _skip(mode, "the model's layers are not itemised (hybrid or linear attention), so its kernels cannot be looked up",
-              res)
+    rec = model_record(req, lookup, None, required=False) if (getattr(req, "model", None) or getattr(req, "hf_config", None)) else None
+    model = arch
+    if rec is not None and rec.layer_groups:
+        try:
+            model = layout_of(rec)          # every layer group as it is (windows, hybrids, DSA, linear attention)
+        except CalcInputError:
+            model = arch
+    if model is None:
+        _skip(mode, "the model's layers are not itemised, so its kernels cannot be looked up", res)
         return {}
     hw = hardware_spec(lookup, hardware_id)
     try:
         system = load_system(lookup, system_name, hw)
-        wf, kf = format_label(weight_format), format_label(kv_format)
+        shipped = shipped_weight_formats(rec.weight_dtype) if rec is not None and getattr(req, "weight_format", None) is None else None
+        wf, kf = (shipped.for_component if shipped else format_label(weight_format)), format_label(kv_format)
         if phase == "decode":
-            est = decode_step(arch, system, batch=batch, context_tokens=context_tokens, tp=tp, weight_dtype=wf, kv_dtype=kf)
+            est = decode_step(model, system, batch=batch, context_tokens=context_tokens, tp=tp, weight_dtype=wf, kv_dtype=kf)
         else:
-            est = prefill_step(arch, system, batch=batch, tokens=tokens, tp=tp, weight_dtype=wf, kv_dtype=kf,
+            est = prefill_step(model, system, batch=batch, tokens=tokens, tp=tp, weight_dtype=wf, kv_dtype=kf,
                                context_tokens=context_tokens)
     except CalcInputError as exc:
         _skip(mode or "both", exc.message, res)
@@ -91,6 +98,7 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
         "measured_parts_s": {k: out(np.asarray(v, dtype=float)) for k, v in est.parts_s.items()},
         "measured_to_bound_ratio": out(ratio),
         "measured_extrapolated_fraction": out(frac),
+        "measured_fallback_fraction": out(np.asarray(est.fallback_fraction, dtype=float) + 0.0 * total),
         "measured_kernels": {"system": system_name, "framework": est.framework, "version": est.version,
                              "tables": dict(est.tables)},
     }

@@ -103,6 +103,7 @@ class RooflineOutputs(Outputs):
     measured_to_bound_ratio: RooflineNum = Field(None, description="measured time / time_s (measured estimate).")
     measured_extrapolated_fraction: RooflineNum = Field(None, description="Share of kernel lookups outside the "
                                                         "measured range (measured estimate).")
+    measured_fallback_fraction: RooflineNum = Field(None, description="Share of the measured time from ops with no measured table (their bound ÷ the step's measured GEMM efficiency).")
     measured_kernels: RooflineMeasuredKernelsOut | None = Field(None, description="The kernel tables read (measured "
                                                                 "estimate).")
     operand_bytes: RooflineOperandBytesOut | None = Field(None, description="A GEMM's operands, each once (gemm).")

@@ -503,7 +503,7 @@ def _measured(req: RooflineRequest, lookup: Lookup, res: Result, work: dict, t, 
     if len(shape) > 1:       # a grid: the tables are read point by point over the flattened grid, then reshaped
         p, s, b, t = (np.broadcast_to(v, shape).ravel() for v in (p, s, b, t))
     est = step_estimate(req, lookup, res, arch=work["arch"], hardware_id=req.hardware, phase=req.phase, batch=b,
-                        tokens=p, context_tokens=s, tp=1, weight_format=work["weight_format"],
+                        tokens=p, context_tokens=s, tp=req.devices, weight_format=work["weight_format"],
                         kv_format=work["kv_label"], bound_s=t)
     if len(shape) > 1:
         est = _reshaped(est, shape)

@@ -19,12 +19,13 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.framework import (
-    broadcast, CalcRequest, Calculator, Chart, first, fmt_bytes, Fraction, list_series, Lookup, NonNegFloat, num,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, Fraction, list_series, Lookup,
+    NonNegFloat, num,
     out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
 from calculators.domain import (
     bits_per_param, COMPONENTS, exact, explain_memory_rule, format_bytes, FORMAT_HELP, format_label, FormatField,
-    hardware_spec, ledger, MODEL_CONFIG_FIELD, note_scope, resolve_arch, resolve_format, ShapeArchitecture,
+    hardware_spec, layout_ledger, layout_of, ledger, MODEL_CONFIG_FIELD, note_scope, resolve_arch, resolve_format, ShapeArchitecture,
     shipped_weight_formats, usable_memory_bytes, WeightFormats,
 )
 from calculators.framework import headline as hf
@@ -204,6 +205,21 @@ def _fmt_for(req: WeightMemoryRequest, comp: str, shipped: WeightFormats | None 
     return "bf16"
 
 
+def _layout_components(rec, res: Result) -> dict | None:
+    """Parameters per component from the layer layout of a model whose attention has no uniform `Arch` (windowed,
+    hybrid, linear, DSA): each component can then be counted in its own shipped format."""
+    if rec is None or not rec.layer_groups:
+        return None
+    try:
+        lay = layout_of(rec)
+    except CalcInputError:
+        return None
+    for note in lay.notes:
+        res.assume(note)
+    res.assume(f"{rec.id}: parameters itemised from its layer layout ({', '.join(m.name for m in lay.mixers)}).")
+    return dict(layout_ledger(lay)["components"])
+
+
 def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     mem_hw, hw = device_memory(req, lookup, res)
@@ -264,6 +280,21 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
         params_arr = np.asarray(params_total)
         bytes_arr = np.asarray(bytes_total)
         res.assume("Tensors are split evenly across the devices (no replicated part).")
+    elif arch is None and req.params is None and (lay_comp := _layout_components(rec, res)) is not None:
+        comp = lay_comp
+        if not req.include_embeddings:
+            comp["embeddings"] = comp["lm_head"] = 0
+        if not req.include_norms:
+            comp["norms"] = 0
+        comp_bytes = {k: float(format_bytes(v, _fmt_for(req, k, shipped))) for k, v in comp.items()}
+        params_arr, bytes_arr = np.asarray(float(sum(comp.values()))), np.asarray(float(sum(comp_bytes.values())))
+        res.step("weight bytes", "Σ component params × bits/8 (layer layout)",
+                 " + ".join(f"{k} {num(v)} B" for k, v in comp_bytes.items() if v), bytes_arr, "B")
+        o["breakdown"] = {k: {"params": comp[k], "bytes": comp_bytes[k], "format": format_label(_fmt_for(req, k, shipped))}
+                          for k in COMPONENTS}
+        routed = comp_bytes["routed_experts"]
+        replicated = comp_bytes["norms"] + comp_bytes["router"]
+        sharded = float(bytes_arr) - replicated - routed
     elif arch is None:
         if req.params is not None:
             params_arr = x["params"]

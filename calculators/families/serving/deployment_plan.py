@@ -21,9 +21,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from calculators.domain import (
-    arch_from_record, COMPONENTS, DEFAULT_MEMORY_UTILIZATION, fit_for, format_bytes, FORMAT_HELP, FormatField,
-    FORMATS, groups_from_model, hardware_spec, kv_sizes, ledger, measured_link_fits, MODEL_CONFIG_FIELD,
-    model_record, note_scope, record, resolve_format, shipped_weight_formats, stored_device_price,
+    DEFAULT_MEMORY_UTILIZATION, fit_for, FORMAT_HELP, FormatField, FORMATS, groups_from_model, hardware_spec,
+    kv_sizes, layout_of, measured_link_fits, MODEL_CONFIG_FIELD, model_record, note_scope, record, resolve_format, shipped_weight_formats, stored_device_price,
     usable_memory_bytes,
 )
 from calculators.framework import (
@@ -31,7 +30,10 @@ from calculators.framework import (
     Profile, request_inputs, request_value, Result, Series,
 )
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
-from calculators.perf import decode_step, load_system, measured_system_of, prefill_step
+from calculators.perf import (
+    bound_of, load_system, measured_of, measured_system_of, rates_from_spec, Split, split_problems, step_ops,
+    weight_bytes_per_rank,
+)
 from calculators.framework import headline as H
 
 #: the main data-centre GPUs a plan considers when the request names none
@@ -147,20 +149,27 @@ def _max_load_for_ttft(t_p: np.ndarray, target: float, cap: float) -> np.ndarray
 
 # --------------------------------------------------------------------------- one hardware
 
-def _model_parts(rec: dict, arch, weight_format, res: Result):
-    """(sharded, replicated, routed-expert) weight bytes of the whole model, and the weight format name."""
-    shipped = shipped_weight_formats(rec.weight_dtype) if weight_format is None else None
-    comp = ledger(arch)["components"]
-    fmt_of = (lambda c: weight_format) if weight_format is not None else (
-        shipped.for_component if shipped is not None else (lambda c: "bf16"))
-    parts = {c: float(format_bytes(comp[c], fmt_of(c))) for c in COMPONENTS}
-    replicated = parts["norms"] + parts["router"]
-    total = sum(parts.values())
-    main = resolve_format(fmt_of("attention")).name
-    return total - replicated, replicated, parts["routed_experts"], main, total
+def _weight_formats(rec, weight_format):
+    """(component → format, the name of the main format): the request's one format, else the shipped ones."""
+    if weight_format is not None:
+        fmt = resolve_format(weight_format, "weight_format")
+        return (lambda c: fmt), fmt.name
+    shipped = shipped_weight_formats(rec.weight_dtype)
+    if shipped is None:
+        return (lambda c: FORMATS["bf16"]), "bf16"
+    return shipped.for_component, shipped.main.name
 
 
-def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: str, mode_list: list[str],
+def _link_time(fits, bw, tp: np.ndarray, step_ops_list) -> np.ndarray:
+    """Seconds of a step's collectives over the TP link (all-to-alls timed as all-reduces of the same bytes)."""
+    t = 0.0
+    for op in step_ops_list:
+        if op.kind in ("allreduce", "alltoall"):
+            t = t + op.count * _allreduce_s(fits, bw, np.asarray(op.shape.get("gpus", tp)), np.asarray(op.shape["bytes"]))
+    return t
+
+
+def _evaluate(req, lookup: Lookup, res: Result, rec: dict, lay, groups, hw_id: str, mode_list: list[str],
               derate: dict) -> list[dict]:
     """Every configuration of one hardware. `derate` carries the median measured/bound ratios of the measured
     hardware evaluated before (filled here when this one is measured; applied here when it is not)."""
@@ -171,11 +180,12 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
     usable = float(usable_memory_bytes(hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
     price, price_note = _price(req, lookup, hw_id, res)
     fits_link, link_id, link_bw = _link_fits(lookup, hw, (req.interconnect or {}).get(hw_id))
-    sharded, replicated, _, wname, w_total = _model_parts(rec, arch, req.weight_format, res)
+    wfun, wname = _weight_formats(rec, req.weight_format)
     kfmt = resolve_format(req.kv_format, "kv_format", "bf16")
     ctx_end = req.input_tokens + req.output_tokens
     ctx_mean = req.input_tokens + req.output_tokens // 2
     prefill_tokens = max(1, int(round(req.input_tokens * (1 - req.prefix_hit_rate))))
+    rates = rates_from_spec(hw)
 
     # measured system, if any
     system = None
@@ -188,88 +198,76 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
     if req.estimate == "measured" and system is None:
         raise CalcInputError("estimate", f"no measured kernels for {hw_id}; use estimate='bound'")
 
-    experts = arch.experts or 0
+    experts = lay.experts or 0
     ep_list = req.ep if req.ep is not None else ([1] + list(req.tp) if experts else [1])
     T, Q, E, B = np.meshgrid(np.asarray(req.tp), np.asarray(req.pp), np.asarray(sorted(set(ep_list))),
                              np.asarray(req.batch), indexing="ij")
     T, Q, E, B = (a.ravel().astype(np.int64) for a in (T, Q, E, B))
-    if experts == 0:
-        keep = E == 1
-    else:
-        keep = (E == 1) | ((experts % E == 0) & (T % E == 0))
+    keep = (E == 1) if experts == 0 else ((E == 1) | ((experts % E == 0) & (T % E == 0)))
     T, Q, E, B = T[keep], Q[keep], E[keep], B[keep]
 
-    # validity
+    # validity and weights per device, per split (tp, ep, pp)
     reasons = np.full(T.shape, "", dtype=object)
-    heads_ok = arch.heads % T == 0
-    kvh = arch.kv_heads or arch.heads
-    kv_ok = (kvh % T == 0) | (T % kvh == 0) if arch.attention != "mla" else np.ones_like(heads_ok)
-    reasons = np.where(~heads_ok, f"tp does not divide the {arch.heads} attention heads", reasons)
-    reasons = np.where(heads_ok & ~kv_ok, f"tp neither divides nor is a multiple of the {kvh} KV heads", reasons)
-    valid = heads_ok & kv_ok
+    w_dev = np.zeros(T.shape)
+    for t, e, q in {(int(t), int(e), int(q)) for t, e, q in zip(T, E, Q)}:
+        sel = (T == t) & (E == e) & (Q == q)
+        split = Split(tp=t, ep=e, pp=q)
+        why = split_problems(lay, split)
+        reasons[sel] = why[0] if why else ""
+        w_dev[sel] = weight_bytes_per_rank(lay, split, wfun)["per_rank"]
+    valid = reasons == ""
 
-    # memory per device
-    w_dev = sharded / (T * Q) + replicated
+    # KV per device
     kv_dev = np.zeros(T.shape)
-    kv_dev_mean = np.zeros(T.shape)
     for p in np.unique(T):
         sel = T == p
         kv_dev[sel] = float(kv_sizes(groups, kfmt, FORMATS["fp32"], np.asarray(ctx_end), tp=int(p)).device_bytes_per_request)
-        kv_dev_mean[sel] = float(kv_sizes(groups, kfmt, FORMATS["fp32"], np.asarray(ctx_mean), tp=int(p)).device_bytes_per_request)
     kv_dev = kv_dev / Q
     mem_dev = w_dev + B * kv_dev
     fits = mem_dev <= usable
     reasons = np.where(valid & ~fits, "does not fit in device memory", reasons)
 
-    # decode step (TPOT) — bound
-    d = arch.d
-    peak_name = "FP8" if wname in ("fp8", "fp8_per_tensor") else "BF16"
-    try:
-        peak = hw.peak(peak_name).flop_per_s
-    except CalcInputError:
-        peak = hw.peak("BF16").flop_per_s
-    led = ledger(arch)
-    active = float(led["active_matrix_total"] + led["head_matrix"])
-    if experts:
-        per_expert = float(format_bytes(led["per_layer"]["expert"], wname))
-        touched = experts * (1.0 - (1.0 - arch.top_k / experts) ** B)
-        routed_read = touched * arch.moe_layers * per_expert
-        w_read = (w_total - float(format_bytes(led["components"]["routed_experts"], wname))) + routed_read
-    else:
-        w_read = np.full(T.shape, w_total)
-    layers = arch.layers
-    mem_t = (w_read / T + B * kv_dev_mean * Q) / hw.memory_bandwidth_bytes_per_s
-    comp_t = 2.0 * active * B / (T * peak)
-    ar = _allreduce_s(fits_link, link_bw, T, B * d * 2.0)
-    comm_t = 2 * layers * ar
+    # the step model, per split: bound and (where measured) measured estimate of decode and prefill
+    tpot_bound = np.full(T.shape, np.inf)
+    t_prefill_bound = np.full(T.shape, np.inf)
+    comm_t = np.zeros(T.shape)
+    pf_comm = np.zeros(T.shape)
+    meas_tpot = np.full(T.shape, np.nan)
+    meas_pf = np.full(T.shape, np.nan)
     hand_bw = link_bw or (fits_link[0].algorithm_bytes_per_s if fits_link else hw.memory_bandwidth_bytes_per_s)
-    hand_t = (Q - 1) * (B * d * 2.0 / hand_bw)
-    tpot_bound = np.maximum(mem_t, comp_t) + comm_t + hand_t
-    # prefill — bound (one request)
-    pf_flops = 2.0 * active * prefill_tokens + 4.0 * layers * arch.heads * arch.head_dim * prefill_tokens ** 2 / 2
-    pf_comm = 2 * layers * _allreduce_s(fits_link, link_bw, T, np.full(T.shape, prefill_tokens * d * 2.0))
-    t_prefill_bound = np.maximum(pf_flops / (T * peak), w_total / (T * hw.memory_bandwidth_bytes_per_s)) + pf_comm
+    hand_t = (Q - 1) * (B * lay.d * 2.0 / hand_bw)
+    fw = None
+    for t, e in {(int(t), int(e)) for t, e, v in zip(T, E, valid) if v}:
+        sel = (T == t) & (E == e) & valid
+        split = Split(tp=t, ep=e)
+        bs = np.unique(B[sel])
+        idx = np.searchsorted(bs, B[sel])
+        dec = step_ops(lay, "decode", bs, 1, ctx_mean, split, wfun, kfmt)
+        pre = step_ops(lay, "prefill", 1, prefill_tokens, 0, split, wfun, kfmt)
+        tpot_bound[sel] = bound_of(dec, rates).total_s[idx]
+        t_prefill_bound[sel] = float(bound_of(pre, rates).total_s)
+        comm_t[sel] = np.broadcast_to(_link_time(fits_link, link_bw, np.asarray(t), dec.ops), bs.shape)[idx]
+        pf_comm[sel] = float(np.sum(_link_time(fits_link, link_bw, np.asarray(t), pre.ops)))
+        if system is not None:
+            try:
+                md, mp = measured_of(dec, system), measured_of(pre, system)
+            except CalcInputError as exc:
+                if req.estimate == "measured":
+                    raise CalcInputError("estimate", f"{hw_id}: {exc.message}; use estimate='bound'") from None
+                res.assume(f"{hw_id}: no measured estimate ({exc.message}); its step times are calibrated bounds.")
+                system = None
+                continue
+            meas_tpot[sel] = (np.asarray(md.total_s) - np.asarray(md.comm_s))[idx]
+            meas_pf[sel] = float(np.asarray(mp.total_s) - np.asarray(mp.comm_s))
+            fw = f"{md.framework} {md.version}"
+    tpot_bound = tpot_bound + comm_t + hand_t
+    t_prefill_bound = t_prefill_bound + pf_comm
 
-    tpot, t_prefill, source = tpot_bound, t_prefill_bound, "bound"
-    if system is not None:
-        try:
-            # the kernels depend on (tp, batch) only: evaluate each pair once
-            pairs, inverse = np.unique(np.stack([T, B]), axis=1, return_inverse=True)
-            dec = decode_step(arch, system, batch=pairs[1], context_tokens=ctx_mean, tp=pairs[0], weight_dtype=wname,
-                              kv_dtype=kfmt.name if kfmt.name in FORMATS else "bf16")
-            uT = np.unique(T)
-            pre = prefill_step(arch, system, batch=1, tokens=prefill_tokens, tp=uT, weight_dtype=wname, kv_dtype="bf16")
-        except CalcInputError as exc:
-            if req.estimate == "measured":
-                raise CalcInputError("estimate", f"{hw_id}: {exc.message}; use estimate='bound'") from None
-            res.assume(f"{hw_id}: no measured estimate ({exc.message}); its step times are calibrated bounds.")
-            system = None
-    if system is not None:
-        kern = np.asarray(dec.total_s, dtype=float) - np.asarray(dec.parts_s.get("allreduce", 0.0), dtype=float)
-        tpot = kern[inverse.reshape(-1)] + comm_t + hand_t
-        pk = np.asarray(pre.total_s, dtype=float) - np.asarray(pre.parts_s.get("allreduce", 0.0), dtype=float)
-        t_prefill = pk[np.searchsorted(uT, T)] + pf_comm
-        source = f"measured ({dec.framework} {dec.version} kernels on {system.name})"
+    tpot, t_prefill, source = tpot_bound, t_prefill_bound, "bound (step model: peak rates, touched experts, link α–β)"
+    if system is not None and fw is not None:
+        tpot = np.where(valid, meas_tpot + comm_t + hand_t, np.inf)
+        t_prefill = np.where(valid, meas_pf + pf_comm, np.inf)
+        source = f"measured ({fw} kernels on {system.name}, step model per split)"
         ok = valid & fits
         if ok.any():
             derate.setdefault("tpot", []).append(float(np.median(tpot[ok] / tpot_bound[ok])))
@@ -287,6 +285,8 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, arch, groups, hw_id: 
     else:
         res.assume(f"{hw_id}: step times are peak-rate bounds (no measured kernels to calibrate them): optimistic, "
                    "typically by 1.3–1.9× at decode.")
+    tpot = np.where(valid, tpot, np.inf)
+    t_prefill = np.where(valid, t_prefill, np.inf)
 
     plans = []
     if "aggregated" in mode_list:
@@ -473,13 +473,12 @@ def _nothing_meets(plans: list[dict], req) -> str:
 def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     rec = model_record(req, lookup, res)
-    arch = arch_from_record(rec, res, "model" if req.model else "model_config")
-    if arch is None:
-        raise CalcInputError("model", f"{rec.id}'s layers are not itemised (hybrid or linear attention): the planner "
-                             "needs its projection shapes")
+    lay = layout_of(rec, "model" if req.model else "model_config")
+    for note in lay.notes:
+        res.assume(note)
     groups = groups_from_model(rec, res, "model")
     modes = ["aggregated", "disaggregated"] if req.mode == "both" else [req.mode]
-    per_hw = len(req.tp) * len(req.pp) * len(req.batch) * (1 + len(req.tp) if arch.experts else 1)
+    per_hw = len(req.tp) * len(req.pp) * len(req.batch) * (1 + len(req.tp) if lay.experts else 1)
     n_configs = per_hw * len(req.hardware) * len(modes)
     if n_configs > MAX_CONFIGURATIONS:
         raise CalcInputError("batch", f"{n_configs:,} configurations exceed {MAX_CONFIGURATIONS:,}; narrow tp, pp, batch or hardware", 413)
@@ -487,7 +486,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     derate: dict = {}
     order = sorted(req.hardware, key=lambda h: measured_system_of(lookup, h) is None)   # measured hardware first
     for hw_id in order:
-        plans.extend(_evaluate(req, lookup, res, rec, arch, groups, hw_id, modes, derate))
+        plans.extend(_evaluate(req, lookup, res, rec, lay, groups, hw_id, modes, derate))
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
     headline = why = None

@@ -160,6 +160,7 @@ class ParallelSplitOutputs(Outputs):
     measured_parts_s: dict[str, OutSweep] | None = Field(None, description="Measured time per op, s (measured estimate only).")
     measured_to_bound_ratio: OutSweep = Field(None, description="Measured / bound step time.")
     measured_extrapolated_fraction: OutSweep = Field(None, description="Fraction of lookups outside the measured range.")
+    measured_fallback_fraction: OutSweep = Field(None, description="Share of the measured time from ops with no measured table (their bound ÷ the step's measured GEMM efficiency).")
     measured_kernels: dict[str, Any] | None = Field(None, description="The measured system, framework, version and tables.")
     measured_best: dict[str, Any] | None = Field(None, description="Fastest fitting candidate by the measured estimate.")
 

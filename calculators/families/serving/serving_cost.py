@@ -113,6 +113,7 @@ class ServingCostBandwidthOut(Outputs):
     measured_to_bound_ratio: OutSweep = Field(None, description="measured / bandwidth-bound step time.")
     measured_extrapolated_fraction: OutSweep = Field(None, description="Share of kernel lookups outside the "
                                                        "measured range.")
+    measured_fallback_fraction: OutSweep = Field(None, description="Share of the measured time from ops with no measured table (their bound ÷ the step's measured GEMM efficiency).")
     measured_kernels: ServingCostMeasuredKernelsOut | None = Field(None, description="The kernel tables read.")
     measured_tokens_per_s_per_replica: OutSweep = Field(None, description="batch / measured step, tokens/s.")
     measured_cost_per_mtok_usd: OutSweep = Field(None, description="Cost per million tokens at the measured "
@@ -167,6 +168,7 @@ class ServingCostOutputs(Outputs):
     measured_to_bound_ratio: OutSweep = Field(None, description="measured / bandwidth-bound step time.")
     measured_extrapolated_fraction: OutSweep = Field(None, description="Share of kernel lookups outside the "
                                                        "measured range.")
+    measured_fallback_fraction: OutSweep = Field(None, description="Share of the measured time from ops with no measured table (their bound ÷ the step's measured GEMM efficiency).")
     measured_kernels: ServingCostMeasuredKernelsOut | None = Field(None, description="The kernel tables read.")
     measured_tokens_per_s_per_replica: OutSweep = Field(None, description="batch / measured step, tokens/s.")
     measured_cost_per_mtok_usd: OutSweep = Field(None, description="Cost per million tokens at the measured rate, "
