@@ -28,6 +28,7 @@ import numpy as np
 from calculators.domain import FORMATS, Fmt, resolve_format
 from calculators.domain import ATTENTION, COMPRESSED, LINEAR, MLA, Layout, layout_ledger
 from calculators.framework import CalcInputError
+from calculators.perf.step_terms import causal_pairs
 
 #: activations and collectives move BF16 values
 ACT_BYTES = 2.0
@@ -122,11 +123,8 @@ class StepOps:
 
 def _keys_pairs(p, s, window):
     """(keys each new query sees at most, (query, key) pairs) for p new tokens after s cached, with a window."""
-    if window is None:
-        return s + p, p * s + p * (p + 1.0) / 2.0
-    w = float(window)
-    cnt = np.clip(w - s, 0, p)
-    return np.minimum(s + p, w), cnt * s + cnt * (cnt + 1.0) / 2.0 + (p - cnt) * w
+    keys = s + p if window is None else np.minimum(s + p, float(window))
+    return keys, causal_pairs(p, s, window)
 
 
 def step_ops(lay: Layout, phase: str, batch: Any, new_tokens: Any, context_tokens: Any, split: Split = Split(),
