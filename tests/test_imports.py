@@ -14,9 +14,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 #: imported only when needed: the MCP SDK (and what it pulls in) at the first /mcp request; the rest never
-#: by the serving path (the ORM and the DuckDB dialect only write stores: `casebook build`)
+#: by the serving path (the ORM and the DuckDB dialect only write stores: `casebook build`); pint at the first unit
+#: string a request gives ("80 GiB": calculators.framework.units)
 LAZY = ("mcp", "mcp_types", "api.mcp_server", "sse_starlette", "rich", "cryptography", "pyarrow", "pandas",
-        "alembic", "schemathesis", "hypothesis", "uvicorn.workers")
+        "alembic", "schemathesis", "hypothesis", "uvicorn.workers", "pint")
 ORM = ("sqlalchemy", "sqlmodel", "duckdb_engine", "knowledge.tables")
 
 

@@ -66,7 +66,9 @@ def _kinds(prop: dict, defs: dict) -> tuple[set[str], list[str], bool]:
         if t == "array":
             is_array = True
             item = deref(s.get("items") or {})
-            kinds.add("list" if item.get("type") in ("number", "integer", "string") and "enum" not in item else "json")
+            members = [deref(m) for m in item.get("anyOf") or [item]]     # a unit field's items: number or string
+            kinds.add("list" if all(m.get("type") in ("number", "integer", "string") and "enum" not in m for m in members)
+                      else "json")
         elif t == "object" or "properties" in s:
             kinds.add("json")
         elif t in ("number", "integer", "string", "boolean", "null"):

@@ -1,16 +1,19 @@
 """What a calculator request is: the `CalcRequest` base (unknown fields, NaN/Infinity and booleans as numbers
-refused) and the bounded scalar and sweepable field types every request model uses."""
+refused, unit strings read into SI numbers) and the bounded scalar and sweepable field types every request model uses."""
 from __future__ import annotations
 
+import contextvars
 import functools
 import types
 import typing
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from calculators.framework import units
 
 
 #: Largest number of points a single sweep may broadcast to (documented in the API).
@@ -31,6 +34,50 @@ class CalcRequest(BaseModel):
     # defer_build: a request model's validator is built at its first use, not at import, so a worker holds only
     # those of the calculators it has served (~3.5 MB less for an idle worker)
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, populate_by_name=True, defer_build=True)
+    #: what reading the request's unit strings and bare numbers found (`unit_notes`): set only when there is any
+    _unit_notes: tuple[str, ...] = PrivateAttr()
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _unit_strings(cls, data: Any, handler: Any) -> Any:
+        """A field whose name ends with its unit (`memory_budget_bytes`, `rtt_s`: see `units`) also takes a string
+        with a unit ("80 GiB", "5 ms"), scalars and sweep items alike, read here into the SI number the field holds,
+        which is what the answer echoes; a string that is no quantity of that unit is refused at its place. The
+        outermost request reads its nested requests too (so that each line it states names the whole path), keeps
+        a line per unit string read and a warning per implausible bare number (`units.PLAUSIBLE`), and hands them to
+        the runner, which states them first among the answer's assumptions."""
+        if not isinstance(data, dict):
+            return handler(data)
+        nested = _IN_REQUEST.get()
+        lines: list[str] | None = None if nested else []
+        errors: list[tuple[tuple, str, str]] = []
+        data = units.read_request(cls, data, _numbers_only, lines, errors, recurse=not nested)
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, [InitErrorDetails(type=PydanticCustomError(
+                "unit_string", "{reason}", {"reason": why}), loc=loc, input=text) for loc, text, why in errors])
+        if nested:
+            return handler(data)
+        token = _IN_REQUEST.set(True)
+        try:
+            request = handler(data)
+        finally:
+            _IN_REQUEST.reset(token)
+        if lines:
+            request._unit_notes = tuple(sorted(lines, key=lambda line: not line.startswith("Warning:")))
+        return request
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> Any:
+        """The JSON schema (and OpenAPI) of a unit field says it takes a number or a string with a unit."""
+        schema = super().__get_pydantic_json_schema__(core_schema, handler)
+        target = handler.resolve_ref_schema(schema)
+        props = target.get("properties") or {}
+        plan = units.unit_plan(cls, _numbers_only)
+        for key, prop in props.items():
+            kind = plan.get(key, (None, ()))[0]
+            if kind is not None and isinstance(prop, dict):
+                props[key] = units.with_unit_strings(prop, kind)
+        return schema
 
     @model_validator(mode="before")
     @classmethod
@@ -70,6 +117,16 @@ class CalcRequest(BaseModel):
         if isinstance(data, dict) and "hf_config" in data:
             raise ValueError("unknown field 'hf_config': write the config.json object as `model_config`")
         return data
+
+
+#: set while a request's nested requests validate: the outermost one has read their unit strings already
+_IN_REQUEST: contextvars.ContextVar[bool] = contextvars.ContextVar("casebook_in_request", default=False)
+
+
+def unit_notes(request: BaseModel) -> tuple[str, ...]:
+    """The lines a validated request's unit strings and implausible bare numbers call for (warnings first):
+    `memory_budget_bytes: '80 GiB' read as 85,899,345,920 bytes`; () when there are none."""
+    return getattr(request, "_unit_notes", ())
 
 
 @functools.cache
