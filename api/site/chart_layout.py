@@ -22,6 +22,8 @@ import re
 from itertools import pairwise
 from typing import Any
 
+import numpy as np
+
 from api.site.charts import ChartData
 
 #: most points drawn per line and bars per chart (longer sweeps are thinned evenly for drawing)
@@ -391,3 +393,80 @@ def table_rows(d: ChartData, limit: int = 60) -> tuple[list[str], list[list[str]
     for i in _thin(len(xs), limit):
         rows.append([d.bar_labels[i] if i < len(d.bar_labels) else f"{xs[i]:.6g}"] + [cell(s, i) for s in src])
     return head, rows
+
+
+# --------------------------------------------------------------------------- labels that avoid marks
+
+#: advance widths in em, by character class, of the widest font the site's stack meets (DejaVu Sans Bold, which
+#: Linux browsers use for system-ui; measured in Chromium): an estimate that a label's real width stays under
+_NARROW = set(" '`ijlIJ,.·:;|/\\")
+_SEMI = set("ftr()[]!-_*\"?")
+_WIDE = set("ABCDGHKNOQRUVX#+<=>^~×≥≤&")
+_WIDEST = set("mwMW@%—")
+
+
+def text_width(text: str, size: float) -> float:
+    """An upper estimate of the width of `text` at font size `size` (user units), bold or not."""
+    em = 0.0
+    for ch in text:
+        if ch in _NARROW:
+            em += 0.40
+        elif ch in _SEMI:
+            em += 0.53
+        elif ch in _WIDE:
+            em += 0.88
+        elif ch in _WIDEST:
+            em += 1.11
+        elif ord(ch) < 0x2E80:
+            em += 0.73
+        else:                      # CJK and other full-width text
+            em += 1.05
+    return em * size
+
+
+def free_box(w: float, h: float, near: tuple[float, float], obstacles: list[tuple[float, float, float]],
+             area: tuple[float, float, float, float], preferred: list[tuple[float, float]] = (),
+             step: float = 4.0, within: float = math.inf) -> tuple[float, float, bool] | None:
+    """The top-left corner of a w × h box inside `area` (x0, y0, x1, y1) that no obstacle reaches (an obstacle
+    is a circle (x, y, r), taken as its enclosing square): the first free one of `preferred` (flag True), else
+    the free position of a `step` grid nearest to `near` and at most `within` from it (flag False); None when
+    there is no such place.
+
+    The obstacles are painted on a 1-unit raster and every box is tested at once on its summed-area table."""
+    x0, y0, x1, y1 = area
+    if x1 - x0 < w or y1 - y0 < h:
+        return None
+    cols, rows = int(math.ceil(x1)) + 2, int(math.ceil(y1)) + 2
+    occupied = np.zeros((rows, cols), dtype=np.int32)
+    for ox, oy, r in obstacles:
+        c0, c1 = max(int(math.floor(ox - r)), 0), min(int(math.ceil(ox + r)), cols - 1)
+        r0, r1 = max(int(math.floor(oy - r)), 0), min(int(math.ceil(oy + r)), rows - 1)
+        if c0 <= c1 and r0 <= r1:
+            occupied[r0:r1 + 1, c0:c1 + 1] = 1
+    table = np.zeros((rows + 1, cols + 1), dtype=np.int64)
+    table[1:, 1:] = occupied.cumsum(axis=0).cumsum(axis=1)
+
+    def free(xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
+        c0, c1 = np.clip(np.floor(xs), 0, cols - 1).astype(int), np.clip(np.ceil(xs + w), 0, cols - 1).astype(int)
+        r0, r1 = np.clip(np.floor(ys), 0, rows - 1).astype(int), np.clip(np.ceil(ys + h), 0, rows - 1).astype(int)
+        total = table[r1 + 1, c1 + 1] - table[r0, c1 + 1] - table[r1 + 1, c0] + table[r0, c0]
+        return (total == 0) & (xs >= x0) & (ys >= y0) & (xs + w <= x1) & (ys + h <= y1)
+
+    if len(preferred):
+        px, py = np.array([p[0] for p in preferred], dtype=float), np.array([p[1] for p in preferred], dtype=float)
+        ok = free(px, py)
+        if ok.any():
+            k = int(np.argmax(ok))
+            return float(px[k]), float(py[k]), True
+    gx, gy = np.meshgrid(np.arange(x0, x1 - w + 1e-9, step), np.arange(y0, y1 - h + 1e-9, step))
+    gx, gy = gx.ravel(), gy.ravel()
+    ok = free(gx, gy)
+    if not ok.any():
+        return None
+    dx = np.maximum.reduce([gx - near[0], np.zeros_like(gx), near[0] - gx - w])
+    dy = np.maximum.reduce([gy - near[1], np.zeros_like(gy), near[1] - gy - h])
+    gap = np.where(ok, dx * dx + dy * dy, np.inf)
+    k = int(np.argmin(gap))
+    if gap[k] > within * within:
+        return None
+    return float(gx[k]), float(gy[k]), False

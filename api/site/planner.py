@@ -18,9 +18,10 @@ from typing import Any
 
 from markupsafe import Markup
 
-from api.site.chart_layout import compact, ticks
+from api.site.chart_layout import compact, free_box, text_width, ticks
 from api.urls import urls
 from calculators.framework import fmt_s, num
+from calculators.framework import headline as hf
 
 TEMPLATE = "_planner.html.j2"
 #: outputs drawn by this section rather than listed in the generic result table
@@ -54,9 +55,9 @@ COLUMNS: tuple[Column, ...] = (
     Column("total_devices", "devices", title="all devices of the plan"),
     Column("ttft_s", "TTFT p90", "s", "90th-percentile time to first token"),
     Column("tpot_s", "TPOT", "s", "mean time per output token"),
-    Column("tokens_per_s_per_device", "tok/s/device", "rate", "output tokens per second per device"),
-    Column("tokens_per_s_per_user", "tok/s/user", "rate", "output tokens per second per user (1 / TPOT)"),
-    Column("memory_per_device_bytes", "memory/device", "bytes", "weights + KV per device, decimal GB (10⁹ B)"),
+    Column("tokens_per_s_per_device", "tok/s per device", "rate", "output tokens per second per device"),
+    Column("tokens_per_s_per_user", "tok/s per user", "rate", "output tokens per second per user (1 / TPOT)"),
+    Column("memory_per_device_bytes", "memory per device", "bytes", "weights + KV per device, decimal GB (10⁹ B)"),
     Column("fits", "fits", "bool", "fits in usable device memory"),
     Column("meets_slo", "meets SLO", "bool", "meets both the TTFT and the TPOT SLO"),
     Column("cost_per_hour_usd", "$/h", "usd", "US dollars per hour, all devices"),
@@ -160,7 +161,7 @@ def _cell(col: Column, c: dict, i: int) -> dict[str, Any]:
     if col.kind == "bool":
         return {"text": "yes" if v else "no", "raw": v, "path": path, "title": "", "cls": "yes" if v else "no"}
     if col.kind == "s":
-        text = fmt_s(v)
+        text = hf.fmt_seconds(v, 4)     # 4 figures (45.5 ms, 1.741 s): the exact value is the cell's data-value
     elif col.kind == "rate":
         text = num(v, 4)
     elif col.kind == "usd":
@@ -168,7 +169,7 @@ def _cell(col: Column, c: dict, i: int) -> dict[str, Any]:
     elif col.kind == "mode":
         ratio = c.get("ratio")
         return {"text": Markup("{}<br><small>{}</small>").format(v, ratio) if ratio else v, "raw": v, "path": path,
-                "title": "", "cls": ""}
+                "title": "", "cls": "mode"}
     elif col.kind == "text":
         return {"text": v, "raw": v, "path": path, "title": "", "cls": "reason" if col.key == "reason" else ""}
     else:
@@ -223,7 +224,17 @@ def table(name: str, body: dict, cands: list[dict], view: View, best: int | None
 # --------------------------------------------------------------------------- chart
 
 W, H = 720, 400
-ML, MR, MT, MB = 70, 20, 18, 50
+ML, MR, MT, MB = 70, 20, 26, 50
+#: every mark's centre stays at least this far inside the frame (user units), the best plan's star included
+PAD = 13.0
+#: drawn sizes (user units, as the template draws them): a dot's radius, half a square's side, the star's radius
+DOT_R, HALF_SQUARE, STAR_R = 3.2, 3.0, 9.0
+#: the best plan's label (site.css .best-label: 11.5 px bold): line height and padding inside its box
+LABEL_SIZE, LABEL_LINE, LABEL_PAD = 11.5, 14.0, 5.0
+#: the SLO band's label (site.css .slo-label), in the margin above the plot
+SLO_SIZE = 11.0
+#: farthest a label drawn in the plot may sit from its star (user units); farther, it goes under the chart
+LEADER_MAX = 60.0
 
 
 def _scale(lo: float, hi: float, start_at_zero: bool) -> dict[str, Any]:
@@ -242,19 +253,85 @@ def _scale(lo: float, hi: float, start_at_zero: bool) -> dict[str, Any]:
     return {"log": False, "a": a, "b": b if b > a else a + 1.0, "ticks": tv, "f": lambda v: v}
 
 
+def _pad(scale: dict[str, Any], values: list[float], length: float) -> None:
+    """Widen an axis's domain so that every value lands at least PAD user units inside the frame (of `length`
+    units): a mark at the largest or smallest value is drawn inside the plot, never on its edge."""
+    f = scale["f"]
+    lo, hi = min(f(v) for v in values), max(f(v) for v in values)
+    a, b = scale["a"], scale["b"]
+    k = PAD / length * 1.02
+    for _ in range(60):
+        d = (b - a) * k
+        na, nb = min(a, lo - d), max(b, hi + d)
+        if na == a and nb == b:
+            break
+        a, b = na, nb
+    scale["a"], scale["b"] = a, b
+
+
 def _label(c: dict) -> str:
-    bits = [f"{c.get('total_devices') or '?'} × {c['hardware']}", c["mode"], f"TP {c['tp']}"]
+    bits = [f"{c.get('total_devices') or '?'} × {c['hardware']}", c["mode"], *_split_bits(c)]
+    return ", ".join(bits)
+
+
+def _split_bits(c: dict) -> list[str]:
+    bits = [f"TP {c['tp']}"]
     if (c.get("pp") or 1) > 1:
         bits.append(f"PP {c['pp']}")
     if (c.get("ep") or 1) > 1:
         bits.append(f"EP {c['ep']}")
     bits.append(f"batch {c['batch']}")
-    return ", ".join(bits)
+    return bits
+
+
+def _frontier_samples(fpts: list[tuple[float, float]], every: float = 3.0) -> list[tuple[float, float, float]]:
+    """Points along the frontier path, as thin obstacles for the label."""
+    out = []
+    for (x0, y0), (x1, y1) in zip(fpts, fpts[1:]):
+        n = max(1, int(math.hypot(x1 - x0, y1 - y0) // every))
+        out.extend((x0 + (x1 - x0) * t / n, y0 + (y1 - y0) * t / n, 1.5) for t in range(n + 1))
+    return out
+
+
+def _best_label(c: dict, bx: float, by: float, dots: list[dict], fpts: list[tuple[float, float]],
+                right: float, bottom: float) -> dict[str, Any]:
+    """The best plan's star and its label in two lines, placed where no mark is: beside the star if there is
+    room, else at a free place nearby (a leader line to the star), else under the chart, keyed by a small star."""
+    cost = f" · ${num(c['cost_per_mtok_usd'], 4)}/Mtok" if c.get("cost_per_mtok_usd") is not None else ""
+    lines = [f"best: {c.get('total_devices') or '?'} × {c['hardware']}, {c['mode']}", ", ".join(_split_bits(c)) + cost]
+    w = round(max(text_width(t, LABEL_SIZE) for t in lines) + 2 * LABEL_PAD, 1)
+    h = round(LABEL_LINE * len(lines) + 6)
+    marks = [(d["x"], d["y"], (HALF_SQUARE * 1.42 if d["square"] else DOT_R) + 1.6) for d in dots] + [(bx, by, STAR_R + 1.6)]
+    g, r = 6.0, STAR_R + 6.0
+    beside = [(bx + r, by - h / 2), (bx - r - w, by - h / 2), (bx + g, by + g), (bx + g, by - g - h),
+              (bx - g - w, by + g), (bx - g - w, by - g - h), (bx - w / 2, by + r), (bx - w / 2, by - r - h)]
+    area = (ML + 2.0, MT + 2.0, right - 2.0, bottom - 2.0)
+    spot = (free_box(w, h, (bx, by), marks + _frontier_samples(fpts), area, beside, within=LEADER_MAX)
+            or free_box(w, h, (bx, by), marks, area, beside, within=LEADER_MAX))
+    out: dict[str, Any] = {"x": bx, "y": by, "star": _star(bx, by, STAR_R), "leader": None, "icon": None,
+                           "label": "best: " + _label(c) + cost, "below": spot is None}
+    if spot is None:                    # the plot is full: the label goes under the chart, keyed by a small star
+        w += 16
+        x, y = float(ML), float(H + 2)
+        out["icon"] = _star(x + LABEL_PAD + 5, y + h / 2, 6.0)
+        tx = x + LABEL_PAD + 16
+    else:
+        x, y, near = spot
+        tx = x + LABEL_PAD
+        if not near:                    # a thin line from the star to the nearest point of the box
+            nx, ny = min(max(bx, x), x + w), min(max(by, y), y + h)
+            d = math.hypot(nx - bx, ny - by) or 1.0
+            out["leader"] = {"x1": round(bx + (nx - bx) * STAR_R / d, 1), "y1": round(by + (ny - by) * STAR_R / d, 1),
+                             "x2": round(nx, 1), "y2": round(ny, 1)}
+    out["box"] = {"x": round(x, 1), "y": round(y, 1), "w": round(w, 1), "h": h}
+    out["lines"] = [{"x": round(tx, 1), "y": round(y + LABEL_LINE * (k + 1), 1), "text": t} for k, t in enumerate(lines)]
+    return out
 
 
 def chart(cands: list[dict], tpot_slo: float | None, best: int | None, pareto: list[int]) -> dict[str, Any] | None:
     """Geometry of the Pareto chart: tokens/s per user (x) against tokens/s per device (y), every fitting
-    candidate as a dot, the frontier as one path, the best plan marked, the TPOT SLO region shaded."""
+    candidate as a dot, the frontier as one path, the best plan marked, the TPOT SLO region shaded.
+    Every mark lies inside the frame (`_pad`) and the best plan's label covers none (`_best_label`)."""
     pts = [(i, c["tokens_per_s_per_user"], c["tokens_per_s_per_device"]) for i, c in enumerate(cands)
            if c.get("fits") and (c.get("tokens_per_s_per_user") or 0) > 0 and (c.get("tokens_per_s_per_device") or 0) > 0]
     if not pts:
@@ -262,8 +339,10 @@ def chart(cands: list[dict], tpot_slo: float | None, best: int | None, pareto: l
     slo_x = 1.0 / tpot_slo if tpot_slo else None
     xs = [x for _, x, _ in pts] + ([slo_x] if slo_x else [])
     ys = [y for _, _, y in pts]
-    sx_, sy_ = _scale(min(xs), max(xs), True), _scale(min(ys), max(ys), True)
     pw, ph = W - ML - MR, H - MT - MB
+    sx_, sy_ = _scale(min(xs), max(xs), True), _scale(min(ys), max(ys), True)
+    _pad(sx_, xs, pw)
+    _pad(sy_, ys, ph)
 
     def sx(v: float) -> float:
         return round(ML + (sx_["f"](v) - sx_["a"]) / (sx_["b"] - sx_["a"]) * pw, 1)
@@ -301,7 +380,7 @@ def chart(cands: list[dict], tpot_slo: float | None, best: int | None, pareto: l
                    if (cands[i].get("tokens_per_s_per_user") or 0) > 0 and (cands[i].get("tokens_per_s_per_device") or 0) > 0)
     frontier = ("M" + " L".join(f"{x},{y}" for x, y in fpts)) if fpts else ""
     geo: dict[str, Any] = {
-        "width": W, "height": H, "left": ML, "right": ML + pw, "top": MT, "bottom": MT + ph,
+        "width": W, "height": H, "xlabel_y": H - 8, "left": ML, "right": ML + pw, "top": MT, "bottom": MT + ph,
         "x_label": "output tokens/s per user (1 / TPOT)" + (" — log scale" if sx_["log"] else ""),
         "y_label": "output tokens/s per device" + (" — log scale" if sy_["log"] else ""),
         "x_log": sx_["log"], "y_log": sy_["log"],
@@ -313,26 +392,22 @@ def chart(cands: list[dict], tpot_slo: float | None, best: int | None, pareto: l
     }
     if slo_x:
         bx = max(sx(slo_x), ML)
-        wide = ML + pw - bx > 190
-        geo["band"] = {"x": bx, "w": round(ML + pw - bx, 1), "tx": bx + 6 if wide else bx - 6, "anchor": "start" if wide else "end",
-                       "label": f"TPOT SLO met: ≥ {num(slo_x, 4)} tok/s/user (TPOT ≤ {fmt_s(tpot_slo)})"}
+        label = f"TPOT SLO met: ≥ {num(slo_x, 4)} tok/s/user (TPOT ≤ {fmt_s(tpot_slo)})"
+        tw = text_width(label, SLO_SIZE)
+        if bx + 6 + tw <= W - 4:              # in the margin above the plot, reading away from the line
+            tx, anchor = bx + 6, "start"
+        elif bx - 6 - tw >= 4:
+            tx, anchor = bx - 6, "end"
+        else:
+            tx, anchor = max(4.0, W - 4 - tw), "start"
+        geo["band"] = {"x": bx, "w": round(ML + pw - bx, 1), "tx": round(tx, 1), "anchor": anchor, "ty": MT - 8,
+                       "label": label}
     if best is not None and any(d["i"] == best for d in dots):
         c = cands[best]
-        bx, by = sx(c["tokens_per_s_per_user"]), sy(c["tokens_per_s_per_device"])
-        cost = f" · ${num(c['cost_per_mtok_usd'], 4)}/Mtok" if c.get("cost_per_mtok_usd") is not None else ""
-        label = f"best: {_label(c)}{cost}"
-        width = 6.6 * len(label)                 # about 11.5 px bold system-ui per character
-        if bx + 12 + width <= ML + pw:           # to the right of the star
-            tx, anchor = bx + 12, "start"
-        elif bx - 12 - width >= ML:              # to its left
-            tx, anchor = bx - 12, "end"
-        else:                                    # neither fits: as far left as the plot allows, under or over the star
-            tx, anchor = max(ML + 4.0, ML + pw - width), "start"
-        ty = by + 22 if by < MT + 30 or anchor == "start" and tx < bx else by - 10
-        ty = min(max(ty, MT + 12), MT + ph - 8)
-        geo["best"] = {"x": bx, "y": by, "tx": round(tx, 1), "ty": round(ty, 1), "anchor": anchor, "label": label,
-                       "star": _star(bx, by, 9.0), "box": {"x": round((tx if anchor == "start" else tx - width) - 3, 1),
-                                                          "y": round(ty - 12, 1), "w": round(width + 6, 1), "h": 16}}
+        geo["best"] = _best_label(c, sx(c["tokens_per_s_per_user"]), sy(c["tokens_per_s_per_device"]), dots, fpts,
+                                  ML + pw, MT + ph)
+        if geo["best"]["below"]:
+            geo["height"] = H + round(geo["best"]["box"]["h"]) + 6
     return geo
 
 

@@ -273,3 +273,38 @@ def test_screenshots_phone_width_and_print(browser, server):
     p.goto(server + "/")
     p.screenshot(path=str(SCREENSHOTS / "home-phone.png"), full_page=False)
     phone.close()
+
+
+def test_planner_page_fits_desktop_and_phone_widths(browser, server):
+    """The planner's page at 1280 and 390 px: the page never scrolls sideways, the candidates table fits or
+    scrolls inside its own box with its last column reachable, and the best plan's label text stays in its box
+    (the SVG geometry tests in test_planner_chart.py estimate text widths; this measures them)."""
+    from api.urls import urls
+
+    body = {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2, "tpot_s": 0.05}
+    url = server + urls.calculator("deployment-plan", body)
+    for width, height in ((1280, 800), (390, 844)):
+        ctx = browser.new_context(java_script_enabled=False, viewport={"width": width, "height": height})
+        p = ctx.new_page()
+        assert p.goto(url).status == 200
+        m = p.evaluate("""() => {
+          const box = document.querySelector('.planner-scroll'), table = box.querySelector('table');
+          const overflow = getComputedStyle(box).overflowX;
+          box.scrollLeft = box.scrollWidth;
+          const b = box.getBoundingClientRect(), last = table.querySelector('thead th:last-child').getBoundingClientRect();
+          const label = document.querySelector('svg.pareto .best-label').getBBox();
+          const r = document.querySelector('svg.pareto .best-box');
+          return {page: document.scrollingElement.scrollWidth, inner: innerWidth, overflow, table: table.scrollWidth,
+                  client: box.clientWidth, boxLeft: b.left + box.clientLeft, boxRight: b.left + box.clientLeft + box.clientWidth, lastLeft: last.left,
+                  lastRight: last.right, label: [label.x, label.y, label.x + label.width, label.y + label.height],
+                  rect: ['x', 'y', 'width', 'height'].map(k => parseFloat(r.getAttribute(k)))};
+        }""")
+        ctx.close()
+        assert m["page"] <= m["inner"], f"the planner page scrolls sideways at {width}px: {m}"
+        assert m["overflow"] in ("auto", "scroll"), m
+        if width == 1280:
+            assert m["table"] <= m["client"] + 1, f"the candidates table does not fit at 1280px: {m}"
+        assert m["boxLeft"] - 1 <= m["lastLeft"] and m["lastRight"] <= m["boxRight"] + 1, f"last column out of reach: {m}"
+        x, y, w, h = m["rect"]
+        lx0, ly0, lx1, ly1 = m["label"]
+        assert x <= lx0 and lx1 <= x + w and y - 1 <= ly0 and ly1 <= y + h + 1, f"label text {m['label']} outside its box {m['rect']}"
