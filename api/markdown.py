@@ -16,7 +16,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from starlette.requests import Request
 
 from calculators.framework import headline as hf
-from calculators.framework import jsonable, num
+from calculators.framework import LIST_SEP, jsonable, num
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"   # package data of `api`
 _env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=False, undefined=StrictUndefined,
@@ -106,7 +106,7 @@ def inline(value: Any, key: str | None = None) -> str:
     if isinstance(value, dict):
         if not value:
             return "—"
-        return "; ".join(f"{k}: {inline(v, k)}" for k, v in value.items())
+        return "; ".join(f"{k}: {_member(v, k)}" for k, v in value.items())
     if isinstance(value, (list, tuple)):
         if not value:
             return "none"
@@ -120,13 +120,21 @@ def inline(value: Any, key: str | None = None) -> str:
 
 def _scalar_list(values: list, key: str | None) -> str:
     if len(values) <= MAX_LIST:
-        return ", ".join(scalar(v, key) for v in values)
+        return LIST_SEP.join(scalar(v, key) for v in values)
     numeric = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
                and math.isfinite(float(v))]
     text = f"{len(values):,} values: {scalar(values[0], key)} … {scalar(values[-1], key)}"
     if len(numeric) > 1:
-        text += f" (min {scalar(min(numeric), key)}, max {scalar(max(numeric), key)})"
+        text += f" (min {scalar(min(numeric), key)}{LIST_SEP}max {scalar(max(numeric), key)})"
     return text
+
+
+def _member(value: Any, key: str) -> str:
+    """A value inside an object's `k: v; …` line: a list of several items in brackets, so that its own
+    separator (LIST_SEP, "; ") is not read as the object's."""
+    text = inline(value, key)
+    several = isinstance(value, (list, tuple)) and len(value) > 1 or isinstance(value, np.ndarray) and value.size > 1
+    return f"[{text}]" if several else text
 
 
 def _array_summary(values: np.ndarray, key: str | None) -> str:
@@ -135,7 +143,7 @@ def _array_summary(values: np.ndarray, key: str | None) -> str:
     text = f"{values.size:,} values: {scalar(jsonable(values[0]), key)} … {scalar(jsonable(values[-1]), key)}"
     finite = values[np.isfinite(values)] if values.dtype.kind == "f" else values
     if finite.size > 1:
-        text += f" (min {scalar(float(finite.min()), key)}, max {scalar(float(finite.max()), key)})"
+        text += f" (min {scalar(float(finite.min()), key)}{LIST_SEP}max {scalar(float(finite.max()), key)})"
     return text
 
 

@@ -25,6 +25,16 @@ def num(x: float, digits: int = 6) -> str:
     return s
 
 
+#: between the items of a printed list of numbers. Numbers carry a comma every three digits, so ", " would run two
+#: items together ("10,200,000,000, 652,800,000,000"); pages, Markdown and text answers all use this instead
+LIST_SEP = "; "
+
+
+def num_list(values, digits: int = 6) -> str:
+    """Numbers for humans, one after another: `10,200,000,000; 652,800,000,000`."""
+    return LIST_SEP.join(num(v, digits) for v in values)
+
+
 def fmt_bytes(b: float) -> str:
     """Bytes with both a decimal (GB) and a binary (GiB) reading, each labelled."""
     b = float(b)

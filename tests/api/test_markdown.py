@@ -57,9 +57,9 @@ def test_values_render_as_markdown():
     assert scalar(3.0, "accepted_samples_per_s") == "3/s"
     assert scalar(3.35e12, "memory_bandwidth_bytes_per_s").endswith("= 3.35 TB/s")
     assert scalar(float("inf")) == "∞" and scalar(float("nan")) == "—"
-    assert inline([1, 2, None, True]) == "1, 2, —, yes"
+    assert inline([1, 2, None, True]) == "1; 2; —; yes"   # "; " apart: numbers have thousands commas
     assert inline(list(range(100)), "x").startswith("100 values: 0 … 99")
-    assert inline({"a": None, "b": [1, 2]}) == "a: —; b: 1, 2"
+    assert inline({"a": None, "b": [1, 2]}) == "a: —; b: [1; 2]"
     assert inline([]) == "none"
 
 
