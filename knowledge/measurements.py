@@ -2,13 +2,17 @@
 
 The wheel (PyPI, Apache-2.0) ships latency tables as Parquet under
 `aiconfigurator_core/systems/data/<system>/<op>/<framework>/<version>/<table>_perf.parquet`.
-`import_wheel` copies a curated subset byte for byte into `knowledge/data/measured/` (so the
-sha256 of each copy is the sha256 of the original) and writes `manifest.yaml` and `NOTICE`; running
-it twice gives identical bytes. `Measurements` answers the calculators' `lookup("measurement", ...)`
-over any reader of those files (the Parquet files here, or the built store).
+`import_wheel` copies a curated subset into `knowledge/data/measured/`, for vLLM, SGLang and TensorRT-LLM (one
+version of each per system, `framework_versions`): most tables byte for byte (so the sha256 of each copy is the
+sha256 of the original), the large ones of `ROW_FILTERS` as the subset of their rows that the measured estimate
+reads (every column and value as published; the manifest keeps the original's sha256 and the condition). It writes
+`manifest.yaml` and `NOTICE`; running it twice gives identical bytes. `Measurements` answers the calculators'
+`lookup("measurement", ...)` over any reader of those files (the Parquet files here, or the built store):
+`<system>/<framework>/<table>`, or `<system>/<table>` for vLLM's (NCCL's) table.
 
-Units as published: `latency` is in milliseconds; `message_size` of the NCCL and custom all-reduce
-tables counts ELEMENTS of the row's dtype (`nccl_dtype`, `allreduce_dtype`), not bytes.
+Units as published: `latency` is in milliseconds (the MoE all-to-all tables: microseconds, `LATENCY_S`);
+`message_size` of the NCCL and custom all-reduce tables counts ELEMENTS of the row's dtype (`nccl_dtype`,
+`allreduce_dtype`), not bytes.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import argparse
 import hashlib
 import re
 import sys
+import tempfile
 import threading
 import zipfile
 from collections.abc import Callable, Iterable
@@ -48,29 +53,85 @@ COPYRIGHT = "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES. All rights
 SPDX_COPYRIGHT = re.compile(rb"SPDX-FileCopyrightText:\s*(.+?)\s*$", re.MULTILINE)
 
 SYSTEMS = ("a100_sxm", "b200_sxm", "gb200", "h100_sxm", "h200_sxm", "l40s")
-#: our table name -> (op folder, framework folder or None for the preferred one, Parquet file)
-TABLES: dict[str, tuple[str, str | None, str]] = {
-    "nccl": ("comm", "nccl", "nccl_perf.parquet"),
-    "custom_allreduce": ("comm", None, "custom_allreduce_perf.parquet"),
-    "gemm": ("gemm", None, "gemm_perf.parquet"),
-    "context_attention": ("attention", None, "context_attention_perf.parquet"),
-    "generation_attention": ("attention", None, "generation_attention_perf.parquet"),
-    "moe": ("moe", None, "moe_perf.parquet"),
-}
-#: the tables that fix a system's framework version (all must be present in it)
-CORE_TABLES = ("gemm", "context_attention", "generation_attention", "moe")
+#: the serving frameworks whose tables are imported (one version of each per system)
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
+#: the framework a two-part key `<system>/<table>` means (NCCL's own tables are the nccl framework)
 FRAMEWORK = "vllm"
-#: (system, table) left out to keep the committed subset small (none needed at 0.12.0: about 9.5 MB)
+#: our table name -> (op folder, Parquet file, framework folders it is taken from). GEMM, attention and the
+#: custom all-reduce stay vLLM's only (the all-reduce fits are keyed by system and table); the tables of the
+#: architecture-specific kernels and MoE come from every framework that publishes them, each table only from the
+#: frameworks whose rows the estimate reads (vLLM publishes MLA as a whole module, SGLang and TensorRT-LLM also as
+#: the core kernel alone).
+TABLES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "nccl": ("comm", "nccl_perf.parquet", ("nccl",)),
+    "custom_allreduce": ("comm", "custom_allreduce_perf.parquet", ("vllm",)),
+    "gemm": ("gemm", "gemm_perf.parquet", ("vllm",)),
+    "context_attention": ("attention", "context_attention_perf.parquet", ("vllm",)),
+    "generation_attention": ("attention", "generation_attention_perf.parquet", ("vllm",)),
+    "moe": ("moe", "moe_perf.parquet", FRAMEWORKS),
+    "context_mla": ("mla", "context_mla_perf.parquet", ("sglang", "trtllm")),
+    "generation_mla": ("mla", "generation_mla_perf.parquet", ("sglang", "trtllm")),
+    "mla_context_module": ("mla", "mla_context_module_perf.parquet", ("vllm",)),
+    "mla_generation_module": ("mla", "mla_generation_module_perf.parquet", ("vllm",)),
+    "mla_bmm": ("mla_bmm", "mla_bmm_perf.parquet", FRAMEWORKS),
+    "gdn": ("linear_attention", "gdn_perf.parquet", FRAMEWORKS),
+    "kda": ("kda", "kda_perf.parquet", FRAMEWORKS),
+    "dsa_context_module": ("sparse_attention", "dsa_context_module_perf.parquet", FRAMEWORKS),
+    "dsa_generation_module": ("sparse_attention", "dsa_generation_module_perf.parquet", FRAMEWORKS),
+    "moe_a2a": ("comm", "moe_a2a_perf.parquet", ("vllm", "trtllm")),
+    "wideep_deepep_ll": ("comm", "wideep_deepep_ll_perf.parquet", ("sglang",)),
+    "wideep_deepep_normal": ("comm", "wideep_deepep_normal_perf.parquet", ("sglang",)),
+}
+#: the tables that fix a system's version of a serving framework (the newest version holding all of them)
+CORE_TABLES = ("gemm", "context_attention", "generation_attention", "moe")
+#: tables every system must have (the import fails without them); the others are taken where the wheel has them
+REQUIRED = ("nccl", "custom_allreduce", "gemm", "context_attention", "generation_attention", "moe")
+#: rows kept of a table: DuckDB predicates over its own columns, the first that keeps any row is used (the others
+#: are fallbacks for files without such rows); the tables not named here are copied byte for byte. Only the rows the
+#: measured estimate reads: MoE at uniform routing (the power-law rows model skew, which it does not; the A100 vLLM
+#: and TensorRT-LLM tables measured only skewed routing, of which the mildest is kept), DSA with the indexer on every
+#: layer and prefill without a cached prefix (a prefix is scaled by causal pairs, as for attention), KDA without the
+#: speculative-verify phase, SGLang's DeepEP normal mode at its default 20 SMs
+ROW_FILTERS: dict[str, tuple[str, ...]] = {
+    "moe": ("distribution = 'balanced'", "distribution = 'power_law_1.01'"),
+    "dsa_context_module": ("op_name = 'dsa_context_module' AND step = 0",),
+    "dsa_generation_module": ("op_name = 'dsa_generation_module'",),
+    "kda": ("phase IN ('context', 'generation')",),
+    "wideep_deepep_normal": ("dispatch_sms = 20 AND combine_sms = 20",),
+}
+#: (system, table) left out to keep the committed subset small
 DROPPED: frozenset[tuple[str, str]] = frozenset()
-MAX_BYTES = 15_000_000
+MAX_BYTES = 40_000_000
 #: bytes per element of the dtype names the communication tables use
 DTYPE_BYTES = {"half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2, "int8": 1, "fp8": 1,
                "float8": 1, "float": 4, "float32": 4, "fp32": 4}
 #: the dtype column of each communication table (message_size counts elements of it)
 MESSAGE_DTYPE = {"nccl": "nccl_dtype", "custom_allreduce": "allreduce_dtype"}
-UNITS = {"latency": "ms (as published; latency_s = latency / 1000)",
+#: seconds per unit of a table's `latency` column: milliseconds, except the MoE all-to-all tables, whose `latency`
+#: is microseconds (it equals their transmit_us + notify_us on every row); the SGLang DeepEP tables have no
+#: `latency` but dispatch_avg_t_us / combine_avg_t_us (microseconds)
+LATENCY_S = {"moe_a2a": 1e-6}
+#: libyaml's safe loader where PyYAML has it (the manifest of ~160 files parses 20x faster), else the Python one
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+UNITS = {"latency": "ms (as published; latency_s = latency / 1000), except moe_a2a: us (latency_s = latency / 1e6, "
+                    "equal to its transmit_us + notify_us)",
          "message_size": "elements of the row's dtype (nccl_dtype / allreduce_dtype), not bytes; "
-                         "message_bytes = message_size x bytes per element"}
+                         "message_bytes = message_size x bytes per element",
+         "*_us": "microseconds (the all-to-all tables' transmit_us, notify_us, dispatch_avg_t_us, combine_avg_t_us)"}
+
+
+#: how the version of each file was chosen (stated in the manifest)
+VERSION_RULE = ("Per system, one version of each serving framework: the newest holding its GEMM, context and generation "
+                "attention and MoE tables (framework_versions). Each table comes from that version where it has the table, "
+                "else from the newest version of the same framework that has it (e.g. SGLang's DeepEP all-to-all, "
+                "collected in 0.5.12; vLLM's KDA, collected in a 0.1.dev build); NCCL from its newest version. Newer "
+                "directories holding only a few re-collected shapes (TensorRT-LLM 1.3.0rc23 MoE: the DeepSeek-V4 and "
+                "Nemotron-3 shapes, the rest declared reused from 1.3.0rc20) are not the framework's version.")
+
+
+def latency_s_per_unit(table: str) -> float:
+    """Seconds per unit of `latency` in one of our tables (1e-3: milliseconds, the rule)."""
+    return LATENCY_S.get(table, 1e-3)
 
 
 # --------------------------------------------------------------------------- choosing the subset
@@ -94,33 +155,48 @@ def _available(names: Iterable[str]) -> dict[tuple[str, str, str, str], dict[str
     return found
 
 
-def plan(names: Iterable[str]) -> list[dict[str, str]]:
-    """The files to copy: per system one vLLM version (the newest holding every core table), its
-    custom all-reduce (or the newest vLLM one when that version has none), and the newest NCCL."""
+def framework_versions(names: Iterable[str]) -> dict[str, dict[str, str]]:
+    """{system: {framework: version}}: per system the newest version of each serving framework holding every
+    core table (GEMM, context and generation attention, MoE). A table is taken from that version where it has it."""
     found = _available(names)
+    out: dict[str, dict[str, str]] = {}
+    for system in SYSTEMS:
+        for fw in FRAMEWORKS:
+            versions = sorted({k[3] for k in found if k[0] == system and k[2] == fw}, key=version_key, reverse=True)
+            core = [(TABLES[t][0], TABLES[t][1]) for t in CORE_TABLES]
+            chosen = next((v for v in versions if all(f in found.get((system, op, fw, v), {}) for op, f in core)), None)
+            if chosen is not None:
+                out.setdefault(system, {})[fw] = chosen
+    return out
+
+
+def plan(names: Iterable[str]) -> list[dict[str, str]]:
+    """The files to copy: per system and framework, each table from the framework's version
+    (`framework_versions`), or from the newest version that has it when that one does not (MLA, KDA and the
+    all-to-all tables were collected in versions of their own); the newest NCCL."""
+    names = list(names)
+    found = _available(names)
+    versions = framework_versions(names)
     out: list[dict[str, str]] = []
     for system in SYSTEMS:
-        def has(table: str, framework: str, version: str) -> bool:
-            op, _, fname = TABLES[table]
-            return fname in found.get((system, op, framework, version), {})
-
-        versions = sorted({k[3] for k in found if k[0] == system and k[2] == FRAMEWORK}, key=version_key, reverse=True)
-        chosen = next((v for v in versions if all(has(t, FRAMEWORK, v) for t in CORE_TABLES)), None)
-        if chosen is None:
+        if FRAMEWORK not in versions.get(system, {}):
             raise ValueError(f"{system}: no {FRAMEWORK} version holds {', '.join(CORE_TABLES)}")
-        for table, (op, framework, fname) in TABLES.items():
+        for table, (op, fname, frameworks) in TABLES.items():
             if (system, table) in DROPPED:
                 continue
-            fw = framework or FRAMEWORK
-            if framework is None and has(table, fw, chosen):
-                version = chosen
-            else:
-                candidates = [k[3] for k in found if k[:3] == (system, op, fw) and fname in found[k]]
-                if not candidates:
-                    raise ValueError(f"{system}: no {table} table under {op}/{fw}")
-                version = max(candidates, key=version_key)
-            out.append({"system": system, "op": op, "table": table, "framework": fw, "version": version,
-                        "path_in_wheel": found[(system, op, fw, version)][fname]})
+            for fw in frameworks:
+                chosen = versions.get(system, {}).get(fw)
+                if chosen is not None and fname in found.get((system, op, fw, chosen), {}):
+                    version = chosen
+                else:
+                    candidates = [k[3] for k in found if k[:3] == (system, op, fw) and fname in found[k]]
+                    if not candidates:
+                        if table in REQUIRED and fw == frameworks[0]:
+                            raise ValueError(f"{system}: no {table} table under {op}/{fw}")
+                        continue
+                    version = max(candidates, key=version_key)
+                out.append({"system": system, "op": op, "table": table, "framework": fw, "version": version,
+                            "path_in_wheel": found[(system, op, fw, version)][fname]})
     return out
 
 
@@ -142,6 +218,34 @@ def _facts(path: Path) -> tuple[str, int, list[str]]:
     return "; ".join(str(d) for d in devices), int(rows), cols
 
 
+def _rows(blob: bytes, rows_where: str = "true") -> int:
+    """Rows of a Parquet file given as bytes (those satisfying `rows_where`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "in.parquet"
+        src.write_bytes(blob)
+        con = duckdb.connect()
+        try:
+            return int(con.execute(f"SELECT count(*) FROM read_parquet(?) WHERE {rows_where}", [str(src)]).fetchone()[0])
+        finally:
+            con.close()
+
+
+def filtered_parquet(blob: bytes, rows_where: str) -> bytes:
+    """The rows of a Parquet file (given as bytes) that satisfy `rows_where`, every column and value as published,
+    in file order, written again as Parquet. Deterministic: one thread, insertion order kept, fixed compression
+    (the same DuckDB version gives the same bytes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = Path(tmp) / "in.parquet", Path(tmp) / "out.parquet"
+        src.write_bytes(blob)
+        con = duckdb.connect(config={"threads": 1, "preserve_insertion_order": True})
+        try:
+            con.execute(f"COPY (SELECT * FROM read_parquet(?) WHERE {rows_where}) TO '{dst}' "
+                        "(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880)", [str(src)])
+        finally:
+            con.close()
+        return dst.read_bytes()
+
+
 def _dump(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120, default_flow_style=False)
 
@@ -152,9 +256,11 @@ def notice_text(files: list[dict], wheel_name: str, wheel_sha: str, copyright: s
         "Measured performance tables in this directory",
         "=============================================",
         "",
-        "The Parquet files and collection_meta.yaml files below are copied, unmodified (byte for byte),",
-        f"from NVIDIA's `{PACKAGE}` {PACKAGE_VERSION} wheel on PyPI ({PACKAGE_URL}),",
-        f"file {wheel_name} (sha256 {wheel_sha}).",
+        "The Parquet files and collection_meta.yaml files below come from NVIDIA's",
+        f"`{PACKAGE}` {PACKAGE_VERSION} wheel on PyPI ({PACKAGE_URL}),",
+        f"file {wheel_name} (sha256 {wheel_sha}). Files marked [rows where ...] keep only the rows that satisfy",
+        "that condition, every column and value as published (the rows a measured estimate reads); all other",
+        "files are copied unmodified (byte for byte).",
         "",
         copyright,
         f"SPDX-License-Identifier: {LICENSE}",
@@ -170,12 +276,13 @@ def notice_text(files: list[dict], wheel_name: str, wheel_sha: str, copyright: s
         "",
         "The copyright line is the one in the SPDX headers of the copied collection_meta.yaml files (the",
         "Parquet files carry no header). manifest.yaml lists every file with its path in the wheel and",
-        "its sha256." + ("" if dist_notice else " The wheel's dist-info carries no separate LICENSE or NOTICE file;"),
+        "its sha256 (for a subset also the original's sha256 and the condition)." + ("" if dist_notice else " The wheel's dist-info carries no separate LICENSE or NOTICE file;"),
         *([] if dist_notice else ["its METADATA declares License-Expression: Apache-2.0."]),
         "",
         "Files (path here <- path in the wheel):",
     ]
-    lines += [f"  {f['path']} <- {f['path_in_wheel']}" for f in files]
+    lines += [f"  {f['path']} <- {f['path_in_wheel']}" + (f" [rows where {f['rows_where']}]" if f.get("rows_where") else "")
+              for f in files]
     for f in files:
         meta = f.get("collection_meta")
         if meta:
@@ -186,12 +293,14 @@ def notice_text(files: list[dict], wheel_name: str, wheel_sha: str, copyright: s
 
 
 def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
-    """Copy the curated tables out of `wheel` into `out`; write manifest.yaml and NOTICE. Returns the manifest."""
+    """Copy the curated tables out of `wheel` into `out` (the tables of `ROW_FILTERS` as the subset of their rows the
+    estimate reads, the others byte for byte); write manifest.yaml and NOTICE. Returns the manifest."""
     wheel = Path(wheel)
     data = wheel.read_bytes()
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         chosen = plan(names)
+        versions = framework_versions(names)
         dist_notice = "\n\n".join(zf.read(n).decode("utf-8", "replace") for n in sorted(names)
                                   if ".dist-info/" in n and PurePosixPath(n).name.upper().startswith(("LICENSE", "NOTICE", "COPYING")))
         files: list[dict[str, Any]] = []
@@ -200,7 +309,13 @@ def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
         for item in chosen:
             rel = PurePosixPath(item["system"], item["op"], item["framework"], item["version"],
                                 PurePosixPath(item["path_in_wheel"]).name)
-            blob = zf.read(item["path_in_wheel"])
+            source = zf.read(item["path_in_wheel"])
+            rows_where = next((w for w in ROW_FILTERS.get(item["table"], ()) if _rows(source, w)), None)
+            if item["table"] in ROW_FILTERS and rows_where is None:
+                raise ValueError(f"{item['path_in_wheel']}: no row satisfies any of {ROW_FILTERS[item['table']]}")
+            if rows_where is not None and _rows(source, rows_where) == _rows(source):
+                rows_where = None           # every row is kept: the original, byte for byte
+            blob = source if rows_where is None else filtered_parquet(source, rows_where)
             target = out / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             if not target.exists() or target.read_bytes() != blob:
@@ -210,6 +325,11 @@ def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
             entry: dict[str, Any] = {"path": str(rel), **item, "sha256": sha256(blob), "bytes": len(blob), "gpu": gpu,
                                      "rows": rows, "columns": columns, "license": LICENSE, "package": PACKAGE,
                                      "package_version": PACKAGE_VERSION}
+            if rows_where is not None:
+                entry["rows_where"] = rows_where
+                entry["source_sha256"] = sha256(source)
+                entry["source_bytes"] = len(source)
+                entry["source_rows"] = _rows(source)
             meta_name = str(PurePosixPath(item["path_in_wheel"]).parent / "collection_meta.yaml")
             if meta_name in names:
                 meta = zf.read(meta_name)
@@ -230,7 +350,7 @@ def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
     copyright = "; ".join(sorted(notices)) or COPYRIGHT
     manifest = {"package": PACKAGE, "package_version": PACKAGE_VERSION, "license": LICENSE, "license_url": LICENSE_URL,
                 "source_url": PACKAGE_URL, "wheel": wheel.name, "wheel_sha256": sha256(data), "copyright": copyright,
-                "units": UNITS, "files": files}
+                "units": UNITS, "framework_versions": versions, "version_rule": VERSION_RULE, "files": files}
     (out / "manifest.yaml").write_text(_dump(manifest), encoding="utf-8")
     (out / "NOTICE").write_text(notice_text(files, wheel.name, manifest["wheel_sha256"], copyright, dist_notice), encoding="utf-8")
     return manifest
@@ -241,7 +361,7 @@ def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
 def load_manifest(directory: Path = MEASURED_DIR) -> dict[str, Any]:
     """The manifest (`{}` when the directory has none)."""
     path = Path(directory) / "manifest.yaml"
-    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER) if path.exists() else {}
 
 
 def load_systems(directory: Path = MEASURED_DIR) -> dict[str, Any]:
@@ -280,15 +400,26 @@ def index_entry(f: dict[str, Any]) -> dict[str, Any]:
     return {k: f[k] for k in ("system", "table", "framework", "version", "gpu", "rows")}
 
 
+def table_keys(f: dict[str, Any]) -> list[str]:
+    """The identifiers one manifest file answers under: `<system>/<framework>/<table>`, and `<system>/<table>`
+    for the default framework's file (vLLM's; NCCL's own for the nccl table)."""
+    keys = [f"{f['system']}/{f['framework']}/{f['table']}"]
+    if f["framework"] in (FRAMEWORK, "nccl"):
+        keys.append(f"{f['system']}/{f['table']}")
+    return keys
+
+
 class Measurements:
-    """`lookup("measurement", ident)`: "index", "systems", or "<system>/<table>" (columns loaded once).
+    """`lookup("measurement", ident)`: "index", "systems", "<system>/<framework>/<table>", or "<system>/<table>" for
+    vLLM's (NCCL's) table (columns loaded once).
 
     `files` are manifest entries; `read(entry)` returns that file's columns (from Parquet or the store).
     """
 
     def __init__(self, files: list[dict[str, Any]], systems: dict[str, Any],
                  read: Callable[[dict[str, Any]], dict[str, np.ndarray]]):
-        self.files = {f"{f['system']}/{f['table']}": f for f in files}
+        self.entries = sorted(files, key=lambda f: (f["system"], f["table"], f["framework"]))
+        self.files = {key: f for f in self.entries for key in table_keys(f)}
         self.systems = systems
         self._read = read
         self._cache: dict[str, dict[str, Any]] = {}
@@ -297,19 +428,20 @@ class Measurements:
     def lookup(self, ident: str) -> Any:
         """KeyError for an unknown system/table, like every other lookup."""
         if ident == "index":
-            return [index_entry(f) for _, f in sorted(self.files.items())]
+            return [index_entry(f) for f in self.entries]
         if ident == "systems":
             return self.systems
         f = self.files[ident]
+        key = f["path"]
         with self._lock:
-            if ident not in self._cache:
+            if key not in self._cache:
                 columns = self._read(f)
                 for arr in columns.values():
                     arr.flags.writeable = False
-                self._cache[ident] = {"system": f["system"], "table": f["table"], "framework": f["framework"],
-                                      "version": f["version"], "gpu": f["gpu"], "file": f["path"], "sha256": f["sha256"],
-                                      "columns": columns}
-            return self._cache[ident]
+                self._cache[key] = {"system": f["system"], "table": f["table"], "framework": f["framework"],
+                                    "version": f["version"], "gpu": f["gpu"], "file": f["path"], "sha256": f["sha256"],
+                                    "latency_s_per_unit": latency_s_per_unit(f["table"]), "columns": columns}
+            return self._cache[key]
 
 
 def from_directory(directory: Path = MEASURED_DIR) -> Measurements:

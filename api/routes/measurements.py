@@ -21,7 +21,7 @@ from api.queries import ListQuery, Offset
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound
 from api.urls import urls
-from knowledge.measurements import DTYPE_BYTES, MESSAGE_DTYPE, TABLES, UNITS
+from knowledge.measurements import DTYPE_BYTES, MESSAGE_DTYPE, TABLES, UNITS, latency_s_per_unit
 from knowledge.store import Page, Store
 from knowledge.measurements import FIT_METHOD, FITTED_TABLES
 
@@ -66,7 +66,7 @@ class MeasurementQuery(ListQuery):
     exact: ClassVar[dict[str, str]] = {}  # filled below: every field but limit/offset is a column filter
 
     system: Text = Field(None, description="measured system, e.g. h100_sxm, l40s")
-    framework: Text = Field(None, description="framework folder of the file: vllm or nccl")
+    framework: Text = Field(None, description="framework folder of the file: vllm, sglang, trtllm or nccl")
     op_name: Text = Field(None, description="e.g. all_reduce, all_gather, alltoall, reduce_scatter")
     kernel_source: Text = None
     backend: Text = Field(None, description="custom all-reduce: vllm_graph or vllm_eager")
@@ -240,10 +240,11 @@ def files_page(store: Store, query: MeasurementFilesQuery) -> tuple[dict[str, An
 
 
 def with_si(table: str, row: dict[str, Any]) -> dict[str, Any]:
-    """A row with `latency_s` (the published ms / 1000) and, for communication tables, `message_bytes`."""
+    """A row with `latency_s` (the published ms / 1000; µs / 1e6 for the all-to-all tables) and, for communication
+    tables, `message_bytes`."""
     out = dict(row)
     if isinstance(row.get("latency"), (int, float)):
-        out["latency_s"] = row["latency"] / 1000.0
+        out["latency_s"] = row["latency"] * latency_s_per_unit(table)
     dtype_col = MESSAGE_DTYPE.get(table)
     if dtype_col and isinstance(row.get("message_size"), int):
         size = DTYPE_BYTES.get(str(row.get(dtype_col)).lower())

@@ -21,7 +21,7 @@ def test_manifest_page_shows_provenance(client):
     r = client.get(urls.measurements())
     assert r.status_code == 200
     html = r.text
-    assert "Apache-2.0" in html and "aiconfigurator-core" in html and "aiconfigurator_core/systems/data/l40s/comm/nccl" in html
+    assert "Apache-2.0" in html and "aiconfigurator-core" in html and "aiconfigurator_core/systems/data/a100_sxm/comm/nccl" in html
     assert twin_of(html) == "/api/v1/measurements"
 
 

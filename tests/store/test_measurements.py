@@ -1,9 +1,11 @@
 """The measured tables: committed copies match the manifest (offline), re-importing the wheel gives the
-same bytes (needs the wheel: CASEBOOK_MEASUREMENT_WHEEL), the store holds every row, lookups give arrays."""
+same bytes and every file's hash matches its original in the wheel (needs the wheel: CASEBOOK_MEASUREMENT_WHEEL),
+the store holds every row, lookups give arrays, per framework."""
 from __future__ import annotations
 
 import os
 import shutil
+import zipfile
 from pathlib import Path
 
 import duckdb
@@ -35,8 +37,33 @@ def test_manifest_lists_every_committed_copy_with_its_sha256():
         assert f["license"] == "Apache-2.0" and f["package_version"] == "0.12.0"
         assert f["path_in_wheel"].startswith("aiconfigurator_core/systems/data/" + f["system"] + "/")
         assert f["path_in_wheel"].endswith(Path(f["path"]).name) and f["gpu"].startswith("NVIDIA")
-    assert {(f["system"], f["table"]) for f in manifest["files"]} == {(s, t) for s in M.SYSTEMS for t in M.TABLES}
+    keys = [(f["system"], f["framework"], f["table"]) for f in manifest["files"]]
+    assert len(keys) == len(set(keys))                       # one version per system, framework and table
+    assert {(s, t) for s, _, t in keys} >= {(s, t) for s in M.SYSTEMS for t in M.REQUIRED}
+    assert {t for _, _, t in keys} == set(M.TABLES)
+    for f in manifest["files"]:
+        assert f["framework"] in M.TABLES[f["table"]][2], f["path"]
+        if f["framework"] in M.FRAMEWORKS and f["table"] in M.CORE_TABLES:
+            assert f["version"] == manifest["framework_versions"][f["system"]][f["framework"]], f["path"]
+    assert set(manifest["framework_versions"]) == set(M.SYSTEMS)
+    assert all(set(v) == set(M.FRAMEWORKS) for v in manifest["framework_versions"].values())
     assert sum(p.stat().st_size for p in _committed()) <= M.MAX_BYTES
+
+
+def test_row_subsets_keep_only_their_rows_and_name_the_original():
+    """A table of ROW_FILTERS holds only rows satisfying its condition, fewer than the original, which it names."""
+    subsets = [f for f in M.load_manifest()["files"] if "rows_where" in f]
+    assert {f["table"] for f in subsets} == set(M.ROW_FILTERS)        # (a file the condition keeps whole is a copy)
+    con = duckdb.connect()
+    for f in subsets:
+        assert f["rows_where"] in M.ROW_FILTERS[f["table"]]
+        assert len(f["source_sha256"]) == 64 and f["source_sha256"] != f["sha256"]
+        assert 0 < f["rows"] < f["source_rows"], f["path"]
+        outside = con.execute(f"SELECT count(*) FROM read_parquet(?) WHERE NOT ({f['rows_where']})",
+                              [str(M.MEASURED_DIR / f["path"])]).fetchone()[0]
+        assert outside == 0, f["path"]
+    verbatim = [f for f in M.load_manifest()["files"] if "rows_where" not in f]
+    assert verbatim and not any("source_sha256" in f for f in verbatim)
 
 
 def test_notice_names_the_package_the_license_and_every_file():
@@ -90,10 +117,16 @@ def test_reimport_from_the_wheel_gives_the_committed_bytes(tmp_path):
     assert {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()} == first
     committed = M.load_manifest()
     assert manifest == committed
-    for f in committed["files"]:
-        for entry in (f, f["collection_meta"]):
-            assert M.sha256((out / entry["path"]).read_bytes()) == entry["sha256"]
-            assert (out / entry["path"]).read_bytes() == (M.MEASURED_DIR / entry["path"]).read_bytes()
+    with zipfile.ZipFile(wheel) as zf:
+        for f in committed["files"]:
+            # every imported file: the original in the wheel is the one the manifest names (verbatim copies: the
+            # same bytes; row subsets: the original's sha256), and the copy here has the manifest's sha256
+            original = M.sha256(zf.read(f["path_in_wheel"]))
+            assert original == f.get("source_sha256", f["sha256"]), f["path"]
+            assert M.sha256(zf.read(f["collection_meta"]["path_in_wheel"])) == f["collection_meta"]["sha256"]
+            for entry in (f, f["collection_meta"]):
+                assert M.sha256((out / entry["path"]).read_bytes()) == entry["sha256"], entry["path"]
+                assert M.sha256((M.MEASURED_DIR / entry["path"]).read_bytes()) == entry["sha256"], entry["path"]
     for name in ("manifest.yaml", "NOTICE"):
         assert (out / name).read_bytes() == (M.MEASURED_DIR / name).read_bytes(), name
 
@@ -118,7 +151,8 @@ def test_store_tables_hold_every_row_of_the_manifest(store):
 
 def test_lookup_returns_arrays_the_same_from_store_and_files(store):
     from_files = catalog_lookup(default_catalog())
-    for ident in ("h100_sxm/nccl", "l40s/custom_allreduce", "gb200/gemm", "a100_sxm/context_attention"):
+    for ident in ("h100_sxm/nccl", "l40s/custom_allreduce", "gb200/gemm", "a100_sxm/context_attention",
+                  "h200_sxm/sglang/moe", "h200_sxm/trtllm/generation_mla", "b200_sxm/vllm/moe_a2a"):
         a, b = store.lookup("measurement", ident), from_files("measurement", ident)
         assert {k: v for k, v in a.items() if k != "columns"} == {k: v for k, v in b.items() if k != "columns"}
         assert list(a["columns"]) == list(b["columns"])
@@ -127,6 +161,12 @@ def test_lookup_returns_arrays_the_same_from_store_and_files(store):
             assert np.array_equal(a["columns"][col], b["columns"][col]), (ident, col)
         assert a["file"].startswith(ident.split("/")[0] + "/") and len(a["sha256"]) == 64
         assert store.lookup("measurement", ident) is a  # loaded once
+    # the two-part key is vLLM's table; another framework's needs its name
+    assert store.lookup("measurement", "h200_sxm/moe") is store.lookup("measurement", "h200_sxm/vllm/moe")
+    assert store.lookup("measurement", "h200_sxm/sglang/moe")["framework"] == "sglang"
+    with pytest.raises(KeyError):
+        store.lookup("measurement", "h200_sxm/generation_mla")      # SGLang's and TensorRT-LLM's only
+    assert store.lookup("measurement", "b200_sxm/vllm/moe_a2a")["latency_s_per_unit"] == 1e-6
     nccl = store.lookup("measurement", "h100_sxm/nccl")["columns"]
     assert nccl["latency"].dtype == np.float64 and nccl["message_size"].dtype == np.int64
     with pytest.raises(KeyError):
@@ -137,7 +177,7 @@ def test_lookup_returns_arrays_the_same_from_store_and_files(store):
 
 def test_lookup_index_and_systems(store, catalog):
     index = store.lookup("measurement", "index")
-    assert len(index) == len(M.SYSTEMS) * len(M.TABLES)
+    assert len(index) == len(M.load_manifest()["files"])
     assert set(index[0]) == {"system", "table", "framework", "version", "gpu", "rows"}
     assert index == catalog_lookup(catalog)("measurement", "index")
     systems = store.lookup("measurement", "systems")
