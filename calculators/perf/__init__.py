@@ -13,7 +13,8 @@ from calculators.perf.step_terms import (
     causal_pairs, moe_split, published_moe_split,
 )
 from calculators.perf.measured_tables import (
-    FLAG_NAMES, Grid, LATENCY_UNIT_S, Located, MeasuredSystem, Rates, TABLES, TABLE_FORMAT, TABLE_PEAK,
+    DEFAULT_FRAMEWORK, FLAG_NAMES, FRAMEWORKS, Grid, LATENCY_UNIT_S, Located, MeasuredSystem, Rates, SHARED_TABLES,
+    TABLES, TABLE_FORMAT, TABLE_PEAK,
     TABLE_SPELLING, activation_bytes, build_grid, clear_index, dtype_bytes, estimate, index_table, load_system,
     locate, rates_from_spec, rescaled, table_dtype, table_key,
 )
@@ -33,10 +34,15 @@ from calculators.perf.step_eval import (
     Bound, COMM_KINDS, bound_of, measured_of, op_bound_s,
 )
 from calculators.perf.measured_estimate import (
-    ESTIMATE_FIELD, Estimate, measured_system_of, step_estimate,
+    ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, measured_system_of, step_estimate,
+)
+from calculators.perf.measured_layers import (
+    DSA_GEOMETRY, LayerKernels, MLA_MODULE_GEOMETRY, MlaGeometry, alltoall_kernel, linear_state_kernel, mla_core_kernel,
 )
 
 __all__ = [
+    'DEFAULT_FRAMEWORK', 'DSA_GEOMETRY', 'FRAMEWORKS', 'FRAMEWORK_FIELD', 'LayerKernels', 'MLA_MODULE_GEOMETRY',
+    'MeasuredFramework', 'MlaGeometry', 'SHARED_TABLES', 'alltoall_kernel', 'linear_state_kernel', 'mla_core_kernel',
     'ACT_BYTES', 'Bound', 'COMM_KINDS', 'Op', 'STATE_BYTES', 'Split', 'StepOps', 'bound_of', 'measured_of',
     'op_bound_s', 'split_problems', 'step_ops', 'touched_experts', 'weight_bytes_per_rank',
     'AR_AXES', 'ATTN_CATS', 'Algorithm', 'BUS_FACTOR', 'CTX_AXES', 'ESTIMATE_FIELD', 'Estimate', 'FLAG_NAMES',

@@ -1,9 +1,10 @@
 """The measured estimate beside the peak-rate bound, the same way in every calculator that times a step.
 
 Contract: a request field `estimate` = "bound" | "measured" | "both" (default: "both" where measured kernels
-exist for the hardware, else "bound"). Outputs keep `time_s` (or the calculator's own step time) as the
-bound and add `measured_time_s`, its per-op parts, the measured/bound ratio, the share of extrapolated
-lookups and the framework and version whose kernels were measured.
+exist for the hardware, else "bound"), and `framework` = "vllm" | "sglang" | "trtllm" (default vllm: whose
+measured kernels). Outputs keep `time_s` (or the calculator's own step time) as the bound and add
+`measured_time_s`, its per-op parts, the measured/bound ratio, the share of extrapolated lookups and of ops
+that fell back to the bound, and the framework and version of every table read.
 """
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ Estimate = Literal["bound", "measured", "both"]
 ESTIMATE_FIELD = Field(None, description="bound: peak-rate bound only; measured: also the estimate from measured kernels "
                        "(NVIDIA AIConfigurator's tables, a 422 where none exist); both: the two side by side. Default: "
                        "both where measured kernels exist for the hardware, else bound.")
+MeasuredFramework = Literal["vllm", "sglang", "trtllm"]
+FRAMEWORK_FIELD = Field("vllm", description="Serving framework whose measured kernels the measured estimate reads: vllm "
+                        "(vLLM), sglang (SGLang) or trtllm (TensorRT-LLM), one version of each per GPU as NVIDIA "
+                        "AIConfigurator measured them. MoE, MLA, DSA, linear-attention and all-to-all kernels are the "
+                        "framework's own; GEMM, attention and all-reduce tables are vLLM's for every framework. An op the "
+                        "framework has no table for on that GPU falls back to its bound and is named in the assumptions.",
+                        examples=["vllm"])
 
 
 def measured_system_of(lookup: Lookup, hardware_id: str | None) -> str | None:
@@ -39,8 +47,9 @@ def _skip(mode: str | None, why: str, res: Result) -> None:
 
 def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | None, phase: str, batch: Any,
                   tokens: Any, context_tokens: Any, tp: Any, weight_format: Any, kv_format: Any,
-                  bound_s: Any) -> dict:
-    """Outputs of the measured estimate of a decode or prefill step (empty when not asked for or not possible)."""
+                  bound_s: Any, framework: str | None = None) -> dict:
+    """Outputs of the measured estimate of a decode or prefill step (empty when not asked for or not possible), on
+    `framework`'s kernels (default: the request's `framework`, else vllm)."""
     from calculators.perf.measured_step import decode_step, prefill_step
     from calculators.perf.measured_tables import load_system
 
@@ -65,19 +74,23 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
         return {}
     hw = hardware_spec(lookup, hardware_id)
     try:
-        system = load_system(lookup, system_name, hw)
+        fw = framework or getattr(req, "framework", None) or "vllm"
+        system = load_system(lookup, system_name, hw, framework=fw)
         shipped = shipped_weight_formats(rec.weight_dtype) if rec is not None and getattr(req, "weight_format", None) is None else None
         wf, kf = (shipped.for_component if shipped else format_label(weight_format)), format_label(kv_format)
         if phase == "decode":
-            est = decode_step(model, system, batch=batch, context_tokens=context_tokens, tp=tp, weight_dtype=wf, kv_dtype=kf)
+            est = decode_step(model, system, batch=batch, context_tokens=context_tokens, tp=tp, weight_dtype=wf, kv_dtype=kf,
+                              framework=fw)
         else:
             est = prefill_step(model, system, batch=batch, tokens=tokens, tp=tp, weight_dtype=wf, kv_dtype=kf,
-                               context_tokens=context_tokens)
+                               context_tokens=context_tokens, framework=fw)
     except CalcInputError as exc:
         _skip(mode or "both", exc.message, res)
         return {}
-    for table, rec in system.tables.items():
-        res.cite({"record": system_name, "field": f"measured {table}", "value": None, "source": "aiconfigurator-core-0.12.0",
+    for table in est.tables:          # the tables the estimate read, each with its framework, version and file
+        rec = system.tables[table]
+        res.cite({"record": system_name, "field": f"measured {table} ({rec.get('framework')} {rec.get('version')})",
+                  "value": None, "source": "aiconfigurator-core-0.12.0",
                   "locator": f"{rec.get('file')} (sha256 {str(rec.get('sha256'))[:12]}…)"})
     total = np.asarray(est.total_s, dtype=float)
     bound = np.asarray(bound_s, dtype=float)
@@ -93,6 +106,16 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
                "interpolated to this shape and summed op by op with no overlap; "
                f"{num(first(frac) * 100, 3)} % of the lookups fell outside the measured range and were scaled from the "
                "nearest measured efficiency. Not modelled: " + "; ".join(est.not_modelled) + ".")
+    res.step("measured kernels", "framework and version of each table read",
+             "; ".join(f"{t.removesuffix('_perf')}: {v}" for t, v in est.tables.items()), len(est.tables), "tables")
+    borrowed = sorted(t.removesuffix("_perf") for t, v in est.tables.items() if not v.startswith(est.framework))
+    if borrowed:
+        res.assume(f"{est.framework} has no measured {', '.join(borrowed)} table(s) here: those ops use vLLM's kernels "
+                   "(the tables name the framework of each).")
+    if est.fallback_s:
+        share = np.asarray(est.fallback_fraction, dtype=float)
+        res.assume(f"Fell back to the bound ÷ this step's GEMM efficiency ({num(first(share) * 100, 3)} % of the measured "
+                   "step): " + "; ".join(f"{op} ({est.fallback_why.get(op, 'no table')})" for op in est.fallback_s) + ".")
     return {
         "measured_time_s": out(total),
         "measured_parts_s": {k: out(np.asarray(v, dtype=float)) for k, v in est.parts_s.items()},

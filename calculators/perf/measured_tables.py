@@ -1,8 +1,9 @@
 """Measured kernel tables as interpolation grids (the data layer of `calculators.perf.measured`).
 
 A measured table (NVIDIA AIConfigurator's kernel database, Apache-2.0) reaches the calculators through
-`lookup("measurement", "<system>/<table>")` as a record whose `columns` are NumPy arrays, latencies in
-milliseconds. Each table is indexed once per (sha256, table layout): rows are split by their categorical
+`lookup("measurement", "<system>/<framework>/<table>")` (vLLM's also as "<system>/<table>") as a record whose
+`columns` are NumPy arrays, latencies in milliseconds (`latency_s_per_unit` says otherwise). `load_system` gathers
+one system's tables for one serving framework (vllm, sglang, trtllm) into a `MeasuredSystem`. Each table is indexed once per (sha256, table layout): rows are split by their categorical
 columns (data type, window, head size …) and every split becomes a `Grid` — sorted axes plus a dense array of
 log latencies with NaN where nothing was measured. `locate` then answers a whole sweep in a few array passes:
 
@@ -32,7 +33,15 @@ MEASURED, INTERPOLATED, OUTSIDE, HOLE = 0, 1, 2, 3
 FLAG_NAMES = np.array(["measured", "interpolated", "extrapolated", "extrapolated"])
 
 #: tables a step estimate reads
-TABLES = ("gemm_perf", "generation_attention_perf", "context_attention_perf", "moe_perf", "custom_allreduce_perf")
+TABLES = ("gemm_perf", "generation_attention_perf", "context_attention_perf", "moe_perf", "custom_allreduce_perf",
+          "generation_mla_perf", "context_mla_perf", "mla_generation_module_perf", "mla_context_module_perf",
+          "mla_bmm_perf", "dsa_generation_module_perf", "dsa_context_module_perf", "gdn_perf", "kda_perf",
+          "moe_a2a_perf", "wideep_deepep_ll_perf", "wideep_deepep_normal_perf")
+#: the serving frameworks whose kernels were measured, and the one a measured estimate assumes by default
+FRAMEWORKS = ("vllm", "sglang", "trtllm")
+DEFAULT_FRAMEWORK = "vllm"
+#: tables measured for vLLM only in the committed subset: every framework's estimate reads vLLM's (and says so)
+SHARED_TABLES = ("gemm_perf", "generation_attention_perf", "context_attention_perf", "custom_allreduce_perf")
 
 #: how a canonical format name is spelled in the tables' dtype columns (other names pass through unchanged,
 #: so table spellings such as fp8_block or w4a16_mxfp4 can be given directly)
@@ -94,16 +103,21 @@ def rates_from_spec(hw: Any) -> Rates:
 
 @dataclass
 class MeasuredSystem:
-    """The measured tables of one system (by table name) plus the device rates used for bounds."""
+    """The measured tables of one system for one serving framework (by table name) plus the device rates used for
+    bounds. Tables measured only for vLLM (GEMM, attention, all-reduce) are vLLM's whatever the framework;
+    `for_framework` gives the same system's tables of another framework (through the lookup it was loaded from)."""
 
     name: str
     tables: dict[str, dict]
     rates: Rates
+    framework: str = DEFAULT_FRAMEWORK
+    source: Callable[[str], "MeasuredSystem"] | None = field(default=None, repr=False, compare=False)
+    _others: dict[str, "MeasuredSystem"] = field(default_factory=dict, repr=False, compare=False)
 
     def table(self, name: str, loc: str = "system") -> dict:
         rec = self.tables.get(name)
         if rec is None:
-            raise CalcInputError(loc, f"{self.name} has no measured {name} table")
+            raise CalcInputError(loc, f"{self.name} has no measured {self.framework} {name.removesuffix('_perf')} table")
         return rec
 
     @property
@@ -111,22 +125,51 @@ class MeasuredSystem:
         """{table: "framework version"} of the kernels that were measured."""
         return {t: f"{r.get('framework')} {r.get('version')}" for t, r in self.tables.items()}
 
+    @property
+    def version(self) -> str:
+        """The version of this framework's own tables (its MoE table's where it has one), "" when it has none."""
+        own = {t: r for t, r in self.tables.items() if str(r.get("framework")) == self.framework}
+        pick = own.get("moe_perf") or next(iter(own.values()), None)
+        return str(pick.get("version")) if pick is not None else ""
 
-def load_system(lookup: Lookup, system: str, hw: Any, tables: Sequence[str] = TABLES) -> MeasuredSystem:
-    """The measured tables `lookup("measurement", f"{system}/{table}")` that exist, with `hw`'s rates.
+    def for_framework(self, framework: str | None) -> "MeasuredSystem":
+        """This system's tables as measured for `framework` (this system when it is already that one)."""
+        if framework is None or framework == self.framework:
+            return self
+        if framework not in FRAMEWORKS:
+            raise CalcInputError("framework", f"no measured kernels for framework {framework!r}; one of {', '.join(FRAMEWORKS)}")
+        if framework not in self._others:
+            if self.source is None:
+                raise CalcInputError("framework", f"{self.name}: only the {self.framework} tables were loaded")
+            self._others[framework] = self.source(framework)
+        return self._others[framework]
+
+
+def load_system(lookup: Lookup, system: str, hw: Any, tables: Sequence[str] = TABLES,
+                framework: str = DEFAULT_FRAMEWORK) -> MeasuredSystem:
+    """The measured tables `lookup("measurement", f"{system}/{framework}/{table}")` that exist, with `hw`'s rates;
+    a table measured only for vLLM (`SHARED_TABLES`) is vLLM's `f"{system}/{table}"`.
 
     `hw` is a `specs.HardwareSpec` or a `Rates`."""
+    if framework not in FRAMEWORKS:
+        raise CalcInputError("framework", f"no measured kernels for framework {framework!r}; one of {', '.join(FRAMEWORKS)}")
     found = {}
     for t in tables:
-        for name in (t, t.removesuffix("_perf")):   # the store names tables without the file suffix
+        base = t.removesuffix("_perf")      # the store names tables without the file suffix
+        names = [f"{system}/{framework}/{base}"]
+        if framework == DEFAULT_FRAMEWORK or t in SHARED_TABLES:
+            names += [f"{system}/{t}", f"{system}/{base}"]
+        for name in names:
             try:
-                found[t] = {**lookup("measurement", f"{system}/{name}"), "table": t}
+                found[t] = {**lookup("measurement", name), "table": t}
                 break
             except KeyError:
                 continue
     if not found:
         raise CalcInputError("system", f"no measured kernel tables for system {system!r}")
-    return MeasuredSystem(system, found, hw if isinstance(hw, Rates) else rates_from_spec(hw))
+    rates = hw if isinstance(hw, Rates) else rates_from_spec(hw)
+    return MeasuredSystem(system, found, rates, framework,
+                          lambda fw: load_system(lookup, system, rates, tables, fw))
 
 
 # --------------------------------------------------------------------------- grids

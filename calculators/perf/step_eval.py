@@ -3,12 +3,15 @@
 - `bound_of(step, rates)`: the peak-rate lower bound of the step's kernels, max(Σ FLOPs / peak of each op's
   precision, Σ bytes / memory bandwidth) — perfect overlap of everything, so no real run can be faster; the
   per-op bounds (each op's own max) are kept beside it. Collectives are not in it (they depend on a link).
-- `measured_of(step, system)`: each op looked up in the measured kernel tables of one framework on one GPU
-  (GEMMs, attention with its window, fused MoE at its tp/ep, all-reduces), summed op after op. Ops without a
-  table (MLA and DSA cores, linear-attention state updates, norms, all-to-all, formats the tables lack) take
-  their own bound divided by the measured efficiency of this step's GEMMs, and are reported as such with
-  their share of the step. A lookup below its op's bound is raised to the bound (no kernel beats the peak
-  rates) and the op is listed in `clamped`.
+- `measured_of(step, system, framework)`: each op looked up in the measured kernel tables of one framework (vLLM,
+  SGLang or TensorRT-LLM) on one GPU — GEMMs, attention with its window, fused MoE at its tp/ep, all-reduces, and
+  (`calculators.perf.measured_layers`) the MLA and DSA cores, Gated DeltaNet and KDA state updates and the MoE
+  all-to-all — summed op after op. GEMM, attention and all-reduce tables are vLLM's for every framework (the
+  committed subset has no other); `tables` names the framework and version of each table read. Ops without a
+  table for the framework, GPU and shape (norms; any of the above where its table is absent or its dtype was
+  never measured) take their own bound divided by the measured efficiency of this step's GEMMs, and are reported
+  with their share of the step and the reason (`fallback_s`, `fallback_fraction`, `fallback_why`). A lookup below
+  its op's bound is raised to the bound (no kernel beats the peak rates) and the op is listed in `clamped`.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import numpy as np
 
 from calculators.framework import CalcInputError
 from calculators.perf.measured import allreduce_kernel, attention_kernel, flags_of, gemm_kernel, moe_kernel
+from calculators.perf.measured_layers import LayerKernels
 from calculators.perf.measured_tables import HOLE, OUTSIDE, MeasuredSystem, Rates, table_dtype
 from calculators.perf.step_model import StepOps
 
@@ -26,8 +30,9 @@ NOT_MODELLED = (
     "rotary embedding, activation and sampling kernels (norms and residual adds are counted at their bound)",
     "the embedding all-reduce and the logits gather under TP",
     "launch gaps, CPU scheduling and any overlap between kernels (ops are summed back to back)",
-    "kernels without a measured table (MLA and DSA cores, linear-attention state updates, norms, all-to-all): their "
-    "bound ÷ the step's measured GEMM efficiency, flagged extrapolated",
+    "kernels without a measured table of the framework on this GPU (norms; an MLA, DSA, linear-attention or "
+    "all-to-all kernel where its table is absent): their bound ÷ the step's measured GEMM efficiency (an all-to-all: half "
+    "an all-reduce of its bytes), flagged extrapolated and listed with the reason",
     "routing skew (experts are loaded uniformly)",
 )
 
@@ -48,6 +53,7 @@ class StepEstimate:
     tables: dict[str, str] = field(default_factory=dict)   # table -> "framework version"
     not_modelled: tuple[str, ...] = NOT_MODELLED
     fallback_s: dict[str, np.ndarray] = field(default_factory=dict)   # ops with no table: bound ÷ GEMM efficiency
+    fallback_why: dict[str, str] = field(default_factory=dict)        # op → why it had no table
     fallback_fraction: Any = 0.0            # their share of the step
     comm_s: Any = 0.0                       # collectives in the step (measured all-reduce tables)
     clamped: dict[str, float] = field(default_factory=dict)   # op → share of points raised to the op's bound
@@ -60,6 +66,8 @@ class StepEstimate:
 
 
 COMM_KINDS = ("allreduce", "alltoall", "p2p")
+#: the tables an op kind is looked up in (attention: the phase's; the layer kernels report their own)
+_TABLES_OF = {"gemm": ("gemm_perf",), "moe": ("moe_perf",), "allreduce": ("custom_allreduce_perf",)}
 #: table spellings to try, in order, for a storage format: FP8 checkpoints ship with 128 × 128 block scales
 #: (DeepSeek, Qwen3-FP8, MiniMax, MiMo), which the tables hold as fp8_block; MXFP4 and INT4 experts run
 #: weight-only kernels
@@ -136,13 +144,19 @@ class _Sum:
             self.outside += st >= OUTSIDE
 
 
-def measured_of(step: StepOps, system: MeasuredSystem):
-    """The measured estimate of a step (a `StepEstimate`), with the ops that fell back to a scaled bound."""
+def measured_of(step: StepOps, system: MeasuredSystem, framework: str | None = None):
+    """The measured estimate of a step (a `StepEstimate`) on `framework`'s tables (default: the system's, vLLM's
+    unless loaded for another), with the ops that fell back to a scaled bound and why."""
+    system = system.for_framework(framework)
     shape = step.shape
     rates = system.rates
     acc = _Sum(shape)
     later = []
     clamped: dict[str, float] = {}
+    why: dict[str, str] = {}
+    approximated: dict[str, np.ndarray] = {}
+    layers = LayerKernels(step, system, lambda o: op_bound_s(o, rates))
+    used: set[str] = set()
     for op in step.ops:
         sh = op.shape
         try:
@@ -154,16 +168,31 @@ def measured_of(step: StepOps, system: MeasuredSystem):
                 lat, st = _kernel(lambda dt: _moe_exact(system, sh, dt), op.dtype)
             elif op.kind == "allreduce":
                 lat, st = allreduce_kernel(system, np.asarray(sh["bytes"], dtype=float) / 2.0, sh["gpus"], "bf16")
+            elif op.kind in ("mla", "indexer", "linear"):
+                lat, st = layers(op)
             elif op.kind in ("alltoall", "p2p"):
-                # an all-to-all (or a hand-off) of M bytes per rank moves about half an all-reduce's data
-                lat, st = allreduce_kernel(system, np.asarray(sh["bytes"], dtype=float) / 4.0, max(sh.get("gpus", 2), 2), "bf16")
-                st = np.maximum(st, HOLE)
+                try:
+                    if op.kind != "alltoall":
+                        raise CalcInputError("system", "no measured table of pipeline hand-offs")
+                    lat, st = layers(op)
+                except CalcInputError as exc:
+                    # an all-to-all (or a hand-off) of M bytes per rank moves about half an all-reduce's data
+                    lat, st = allreduce_kernel(system, np.asarray(sh["bytes"], dtype=float) / 4.0, max(sh.get("gpus", 2), 2), "bf16")
+                    st = np.maximum(st, HOLE)
+                    used.add("custom_allreduce_perf")
+                    if op.kind == "alltoall":
+                        why[op.name] = f"{exc.message}: half an all-reduce of the same bytes"
+                        approximated[op.name] = np.broadcast_to(np.asarray(lat, dtype=float) * op.count, shape)
             else:
                 later.append(op)
+                why[op.name] = "no measured table (norms and residual adds)"
                 continue
-        except CalcInputError:
+        except CalcInputError as exc:
             later.append(op)
+            why[op.name] = exc.message
             continue
+        used.update(_TABLES_OF.get(op.kind, ()) if op.kind != "attention" else
+                    ("generation_attention_perf" if step.phase == "decode" else "context_attention_perf",))
         if op.kind in COMM_KINDS:
             acc.add(op.name, lat, st, 0.0, op.count)
             continue
@@ -180,7 +209,7 @@ def measured_of(step: StepOps, system: MeasuredSystem):
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = np.where(measured > 0, bound / np.where(measured > 0, measured, 1.0), 1.0)
     eff = np.clip(eff, 1e-3, 1.0)
-    fallback: dict[str, np.ndarray] = {}
+    fallback: dict[str, np.ndarray] = dict(approximated)
     for op in later:
         b = op_bound_s(op, rates)
         acc.add(op.name, b / eff, np.full(shape, HOLE), b, op.count, lookup=False)
@@ -190,10 +219,13 @@ def measured_of(step: StepOps, system: MeasuredSystem):
     flags = {k: np.where(v < 0, "none", flags_of(np.maximum(v, 0).astype(np.int64))) for k, v in acc.status.items()}
     bounds = {k: np.asarray(v, dtype=float) for k, v in acc.bounds.items() if k not in _comm_names(step)}
     gemm_rec = system.tables.get("gemm_perf") or next(iter(system.tables.values()))
+    used |= layers.tables
+    prov = system.provenance
     est = StepEstimate(step.phase, total, parts, flags, sum(bounds.values(), np.zeros(shape)), bounds,
-                       acc.outside / np.maximum(acc.lookups, 1), str(gemm_rec.get("framework")), str(gemm_rec.get("version")),
-                       system.provenance)
+                       acc.outside / np.maximum(acc.lookups, 1), system.framework,
+                       system.version or str(gemm_rec.get("version")), {t: prov[t] for t in sorted(used) if t in prov})
     est.fallback_s = fallback
+    est.fallback_why = {k: v for k, v in why.items() if k in fallback}
     est.clamped = clamped
     with np.errstate(divide="ignore", invalid="ignore"):
         est.fallback_fraction = sum(fallback.values(), np.zeros(shape)) / np.where(total > 0, total, 1.0)

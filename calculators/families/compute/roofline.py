@@ -23,7 +23,9 @@ from calculators.domain import (
     cache_bytes, format_bytes, FormatField as Format, FORMATS, groups_from_model, hardware_rates, intify, ledger,
     MODEL_CONFIG_FIELD, resolve_arch, resolve_format, ShapeArchitecture, shipped_weight_formats, written_bytes,
 )
-from calculators.perf import causal_pairs, Estimate, ESTIMATE_FIELD, moe_split, published_moe_split, step_estimate
+from calculators.perf import (
+    causal_pairs, Estimate, ESTIMATE_FIELD, FRAMEWORK_FIELD, MeasuredFramework, moe_split, published_moe_split, step_estimate,
+)
 from calculators.families.compute._roofline_outputs import RooflineOutputs
 
 
@@ -88,6 +90,7 @@ class RooflineRequest(CalcRequest):
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
     estimate: Estimate | None = ESTIMATE_FIELD
+    framework: MeasuredFramework = FRAMEWORK_FIELD
     architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloat | None = Field(None, description="Active parameters per token (no shapes: attention not counted).")
     phase: Literal["prefill", "decode"] = Field("decode", description="prefill: `tokens` prompt tokens per sequence; decode: `tokens` new tokens per sequence (1, or more for speculative verification).")
@@ -504,7 +507,7 @@ def _measured(req: RooflineRequest, lookup: Lookup, res: Result, work: dict, t, 
         p, s, b, t = (np.broadcast_to(v, shape).ravel() for v in (p, s, b, t))
     est = step_estimate(req, lookup, res, arch=work["arch"], hardware_id=req.hardware, phase=req.phase, batch=b,
                         tokens=p, context_tokens=s, tp=req.devices, weight_format=work["weight_format"],
-                        kv_format=work["kv_label"], bound_s=t)
+                        kv_format=work["kv_label"], bound_s=t, framework=req.framework)
     if len(shape) > 1:
         est = _reshaped(est, shape)
     return est

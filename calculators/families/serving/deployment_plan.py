@@ -31,8 +31,8 @@ from calculators.framework import (
 )
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
 from calculators.perf import (
-    bound_of, load_system, measured_of, measured_system_of, rates_from_spec, Split, split_problems, step_ops,
-    weight_bytes_per_rank,
+    bound_of, FRAMEWORK_FIELD, load_system, measured_of, measured_system_of, MeasuredFramework, rates_from_spec, Split,
+    split_problems, step_ops, weight_bytes_per_rank,
 )
 from calculators.framework import headline as H
 
@@ -75,6 +75,7 @@ class DeploymentPlanRequest(CalcRequest):
     price_per_device_hour_usd: dict[str, PosFloat] | None = Field(None, description="USD per device-hour by hardware id (overrides stored prices).")
     memory_utilization: Fraction | None = Field(None, description=f"Usable fraction of device memory (default {DEFAULT_MEMORY_UTILIZATION}).")
     runtime_reserve_bytes: NonNegFloat | None = Field(None, description="Bytes reserved per device besides (default 0).")
+    framework: MeasuredFramework = FRAMEWORK_FIELD
     max_load: Annotated[float, Field(gt=0, lt=1)] = Field(0.85, description="Highest utilisation a replica's prefill queue or batch slots may run at.")
 
     @field_validator("tp", "pp", "batch", "ep")
@@ -250,7 +251,7 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, lay, groups, hw_id: s
         pf_comm[sel] = float(np.sum(_link_time(fits_link, link_bw, np.asarray(t), pre.ops)))
         if system is not None:
             try:
-                md, mp = measured_of(dec, system), measured_of(pre, system)
+                md, mp = measured_of(dec, system, req.framework), measured_of(pre, system, req.framework)
             except CalcInputError as exc:
                 if req.estimate == "measured":
                     raise CalcInputError("estimate", f"{hw_id}: {exc.message}; use estimate='bound'") from None
