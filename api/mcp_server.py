@@ -6,8 +6,9 @@ schema and an example, `calculate(name, request)`), the most-used calculators ar
 with compact schemas (top-level fields, short descriptions), and look-ups list and get models,
 hardware, links and cases with compact rows. Every tool is read-only, idempotent and closed-world.
 
-Calculator tools run the same `calculate` as the REST API and return its envelope both as
-`structuredContent` (with an `outputSchema`) and as text that starts with the envelope's headline.
+Calculator tools run the same `calculate` as the REST API and return its envelope as `structuredContent` (with an
+`outputSchema`); their text is the envelope's headline and a short summary (`api.mcp_text`: the outputs with their
+units, the explanation link), with the envelope as JSON only for clients of a protocol without structuredContent.
 A failed call is a tool error listing every field error with its message and a did-you-mean for
 unknown ids, calculator names, field names and enum values, so the text reads as the fix.
 """
@@ -27,6 +28,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from api.mcp_text import calculation_text, structured_content_supported
 from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ListQuery, ModelQuery
 from api.responses import dumps
 from api.schemas import Envelope
@@ -96,11 +98,10 @@ def _json(value: Any) -> bytes:
     return dumps(value)
 
 
-def _result(data: dict, lead: str = "") -> CallToolResult:
-    """A tool result: `data` as structured content and as compact JSON text (after `lead`, if any)."""
+def _result(data: dict) -> CallToolResult:
+    """A look-up tool's result: `data` as structured content and as compact JSON text (its only reading)."""
     raw = _json(data)
-    text = f"{lead}\n\n{raw.decode()}" if lead else raw.decode()
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=orjson.loads(raw))
+    return CallToolResult(content=[TextContent(type="text", text=raw.decode())], structured_content=orjson.loads(raw))
 
 
 _ABBREVIATION = re.compile(r"(?:\be\.g|\bi\.e|\bvs|\betc|\bcf|\bapprox|\bno)\.$", re.IGNORECASE)
@@ -120,12 +121,31 @@ def _first_sentence(text: str, limit: int = 72) -> str:
     return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
-def _tool(name: str, fn: Callable[[dict], CallToolResult], description: str, parameters: dict, *,
+def _calculation(env: dict, lead: str, protocol_version: str | None) -> CallToolResult:
+    """A calculator tool's result: the envelope as structured content, and as text its headline and summary (plus
+    the envelope as JSON for a client whose protocol has no structuredContent)."""
+    raw = _json(env)
+    text = calculation_text(env, lead, with_json=None if structured_content_supported(protocol_version)
+                            else raw.decode())
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=orjson.loads(raw))
+
+
+def _tool(name: str, fn: Callable[..., CallToolResult], description: str, parameters: dict, *,
           title: str | None = None, output_schema: dict | None = None) -> Tool:
-    """One tool taking its arguments raw (see `_RawArguments`), advertising `parameters` as its input schema."""
+    """One tool taking its arguments raw (see `_RawArguments`), advertising `parameters` as its input schema. A tool
+    with an output schema (a calculator) also gets the request's context as `ctx` (its text depends on the protocol
+    version the client negotiated)."""
     return Tool(fn=fn, name=name, title=title, description=description, parameters=parameters,
                 fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=output_schema),
-                is_async=False, annotations=ANNOTATIONS)
+                is_async=False, annotations=ANNOTATIONS, context_kwarg="ctx" if output_schema else None)
+
+
+def _protocol_version(ctx: Any) -> str | None:
+    """The protocol version of the request a tool runs for (None outside a request)."""
+    try:
+        return ctx.protocol_version if ctx is not None else None
+    except (AttributeError, LookupError, RuntimeError):
+        return None
 
 
 # --------------------------------------------------------------------------- compact schemas
@@ -453,7 +473,7 @@ class _Tools:
                             f"unknown calculator {name!r}; list_calculators names them all.")
         return calc
 
-    def run(self, calc: Calculator, body: Any) -> CallToolResult:
+    def run(self, calc: Calculator, body: Any, ctx: Any = None) -> CallToolResult:
         if not isinstance(body, dict):
             raise ToolError(f"Invalid request ({calc.name}): the request must be a JSON object of the fields "
                             f"describe_calculator({calc.name!r}) lists, e.g. {_json(calc.example).decode()}")
@@ -461,17 +481,17 @@ class _Tools:
             env = calculate(calc.name, body, self.store)
         except CalculationFailed as exc:
             raise ToolError(_problem_text(calc.name, exc.body, body, calc.request_model, self.ids)) from None
-        return _result(env, env.get("headline") or f"{calc.title}: see outputs.")
+        return _calculation(env, env.get("headline") or f"{calc.title}: see outputs.", _protocol_version(ctx))
 
     def direct(self, calc: Calculator) -> Callable[[dict], CallToolResult]:
-        def run(arguments: dict) -> CallToolResult:
+        def run(arguments: dict, ctx: Any = None) -> CallToolResult:
             body = {k: _parse_json_object(v) for k, v in arguments.items()}
             if set(body) == {"request"} and isinstance(body["request"], dict):   # calculate's shape, sent here
                 body = body["request"]
-            return self.run(calc, body)
+            return self.run(calc, body, ctx)
         return run
 
-    def calculate(self, arguments: dict) -> CallToolResult:
+    def calculate(self, arguments: dict, ctx: Any = None) -> CallToolResult:
         if not isinstance(arguments.get("name"), str):
             raise ToolError("Invalid arguments (calculate): name: required, a calculator name such as "
                             "'kv-cache'; list_calculators names them all.")
@@ -485,7 +505,7 @@ class _Tools:
             body = _parse_json_object(rest["request"])
         else:   # the fields given beside `name`: accepted as the request
             body = rest
-        return self.run(calc, body)
+        return self.run(calc, body, ctx)
 
     def list_calculators(self, arguments: dict) -> CallToolResult:
         args = _validate(ListCalculatorsArgs, arguments, "list_calculators", self.ids)

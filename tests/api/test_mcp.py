@@ -13,7 +13,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from api.markdown import scalar
 from api.mcp_server import DIRECT
+from api.responses import dumps
 from calculators.framework.registry import REGISTRY
 
 #: the whole tools/list result in bytes of JSON: the budget of issue 13 (about 35 KB today; 241 KB when
@@ -48,12 +50,12 @@ def error_text(result) -> str:
     return result.content[0].text
 
 
-def _rpc(url: str, method: str, params: dict | None = None) -> httpx.Response:
-    """One raw JSON-RPC request to the stateless endpoint (initialize first, as a client would)."""
+def _rpc(url: str, method: str, params: dict | None = None, version: str = "2025-06-18") -> httpx.Response:
+    """One raw JSON-RPC request to the stateless endpoint (initialize first, as a client would, offering `version`)."""
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     init = httpx.post(url + "/mcp", headers=headers, json={
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
     version = init.json()["result"]["protocolVersion"]
     body = {"jsonrpc": "2.0", "id": 2, "method": method} | ({"params": params} if params else {})
     return httpx.post(url + "/mcp", headers={**headers, "mcp-protocol-version": version}, json=body)
@@ -113,7 +115,46 @@ def test_direct_tool_matches_rest_and_leads_with_the_headline(live_server):
     text = result.content[0].text
     if env["headline"]:
         assert text.startswith(env["headline"])
-    assert json.loads(text.split("\n\n", 1)[1]) == env
+    assert_summary_not_json(text, env)
+    # the key outputs with their units, read the way the Markdown explanation reads them
+    assert f"- bytes_per_request: {scalar(env['outputs']['bytes_per_request'], 'bytes')}" in text
+    assert " B = " in text and "GB" in text and "GiB" in text
+    assert env["explanation_url"] in text and "_format=json" in text
+    assert f"{len(env['steps'])} steps" in text and "structuredContent" in text
+
+
+def assert_summary_not_json(text: str, env: dict) -> None:
+    """A calculator tool's text is the headline and a summary: never the envelope (or its steps) as JSON again."""
+    assert dumps(env).decode() not in text and json.dumps(env) not in text
+    assert '"steps":' not in text and '"inputs":' not in text and '"outputs":' not in text
+    assert not any(line.lstrip().startswith("{") for line in text.splitlines())
+
+
+def test_text_summary_is_short_where_the_envelope_is_large(every_example):
+    """The deployment planner answers hundreds of KB of JSON (every configuration): its text stays a few lines."""
+    result = every_example["deployment-plan"]
+    assert not result.is_error, result.content[0].text[:2000]
+    env = result.structured_content
+    text = result.content[0].text
+    assert text.startswith(env["headline"]) and len(text) < len(env["headline"]) + 3_000 < len(dumps(env))
+    assert_summary_not_json(text, env)
+    rows = len(env["outputs"]["candidates"])
+    assert f"- candidates: {rows:,} rows (" in text     # a list of records: counted, its columns named
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26"])
+def test_clients_without_structured_content_get_the_json_in_the_text(live_server, version):
+    """structuredContent arrived with protocol 2025-06-18: a client of an older revision reads the envelope from the
+    text, after the same summary."""
+    body = {"name": "kv_cache", "arguments": {"model": "qwen3-8b", "tokens": 8192}}
+    old = _rpc(live_server, "tools/call", body, version=version).json()["result"]
+    new = _rpc(live_server, "tools/call", body).json()["result"]
+    summary = new["content"][0]["text"]
+    assert_summary_not_json(summary, new["structuredContent"])
+    text = old["content"][0]["text"]
+    head, _, tail = text.rpartition("\n\n")
+    assert json.loads(tail) == old["structuredContent"] == new["structuredContent"]
+    assert head.replace("below as JSON", "in structuredContent") == summary
 
 
 def test_calculate_by_name_matches_the_direct_tool(live_server):
@@ -165,7 +206,10 @@ def test_every_calculator_is_reachable_through_calculate(every_example, name):
     assert not result.is_error, result.content[0].text[:2000]
     env = result.structured_content
     assert env["calculator"] == name and env["outputs"]
-    assert result.content[0].text.startswith(env["headline"] or REGISTRY[name].title)
+    text = result.content[0].text
+    assert text.startswith(env["headline"] or REGISTRY[name].title)
+    assert_summary_not_json(text, env)
+    assert len(text) < len(env["headline"] or "") + 3_000, len(text)   # 12 output lines, a link: a bounded summary
 
 
 # --------------------------------------------------------------------------- look-ups
