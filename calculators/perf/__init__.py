@@ -1,7 +1,8 @@
 """The performance models of a model step: the α–β cost of collectives (`collective`), the shared terms of a step's
 work (`step_terms`), the step model of any layout and its two evaluators (`step_model`, `step_eval`), NVIDIA
 AIConfigurator's measured kernel tables (`measured_tables`, `measured`) and the measured step estimate built from
-them (`measured_step`, `measured_estimate`). Families import from this face.
+them (`measured_step`, `measured_estimate`), and a step's time on hardware, kernels + its collectives over the TP link
+(`step_time`). Families import from this face.
 """
 from __future__ import annotations
 
@@ -39,12 +40,16 @@ from calculators.perf.measured_estimate import (
 from calculators.perf.measured_layers import (
     DSA_GEOMETRY, LayerKernels, MLA_MODULE_GEOMETRY, MlaGeometry, alltoall_kernel, linear_state_kernel, mla_core_kernel,
 )
+from calculators.perf.step_time import (
+    LinkRates, StepTimes, collectives_s, step_times, tp_link,
+)
 
 __all__ = [
     'DEFAULT_FRAMEWORK', 'DSA_GEOMETRY', 'FRAMEWORKS', 'FRAMEWORK_FIELD', 'LayerKernels', 'MLA_MODULE_GEOMETRY',
     'MeasuredFramework', 'MlaGeometry', 'SHARED_TABLES', 'alltoall_kernel', 'linear_state_kernel', 'mla_core_kernel',
     'ACT_BYTES', 'Bound', 'COMM_KINDS', 'Op', 'STATE_BYTES', 'Split', 'StepOps', 'bound_of', 'measured_of',
     'op_bound_s', 'split_problems', 'step_ops', 'touched_experts', 'weight_bytes_per_rank',
+    'LinkRates', 'StepTimes', 'collectives_s', 'step_times', 'tp_link',
     'AR_AXES', 'ATTN_CATS', 'Algorithm', 'BUS_FACTOR', 'CTX_AXES', 'ESTIMATE_FIELD', 'Estimate', 'FLAG_NAMES',
     'FORMULAS', 'GEN_AXES', 'Grid', 'LATENCY_UNIT_S', 'Label', 'Located', 'MOE_AXES', 'MOE_CATS', 'MeasuredSystem',
     'NOT_MODELLED', 'Operation', 'ROUNDS', 'Rates', 'StepEstimate', 'TABLES', 'TABLE_FORMAT', 'TABLE_PEAK',

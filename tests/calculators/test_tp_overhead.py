@@ -121,3 +121,51 @@ def test_compendium_claim_with_store_facts(lookup):
                   "link_bandwidth_bytes_per_s": lookup("link", "pcie4-x16")["one_way_bytes_per_s"]["value"]}, lookup)
     assert sheet["per_layer_s"] == pytest.approx(3.072e-3)
     assert sheet["total_s"] == pytest.approx(80 * 3.072e-3)
+
+# --------------------------------------------------------------------------- with a model on hardware: the step model
+
+STEP = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tokens": 8, "context_tokens": 2048}
+
+
+def test_step_model_supplies_the_all_reduces_and_the_kernels(lookup):
+    """The all-reduces are the step model's collectives (two per layer of each rank's [tokens, hidden] BF16 row),
+    timed on the hardware's first link with its measured fit; the whole step is the kernels plus them."""
+    rec = lookup("model", "llama-3.1-70b")
+    layers, d = rec["layers"]["value"], rec["hidden_size"]["value"]
+    o = calc({**STEP, "tp": [1, 2, 4, 8]}, lookup)
+    assert o["allreduces"] == 2 * layers
+    assert o["bytes_per_allreduce"] == [0.0] + [8 * d * 2.0] * 3          # nothing is reduced on one rank
+    assert o["total_s"][0] == 0 and all(t > 0 for t in o["total_s"][1:])
+    assert o["step_time_s"] == pytest.approx([k + t for k, t in zip(o["compute_time_s"], o["total_s"])], rel=1e-12)
+    assert o["measured_step_time_s"] == pytest.approx([k + t for k, t in zip(o["measured_compute_time_s"], o["total_s"])])
+    assert o["compute_time_s"] == sorted(o["compute_time_s"], reverse=True)   # more ranks, less work per rank
+    assert all(m >= b for m, b in zip(o["measured_compute_time_s"], o["compute_time_s"]))
+    assert o["compute_per_layer_s"][2] == pytest.approx(o["compute_time_s"][2] / layers)
+    # the same all-reduces as the α–β path asked with the step model's message and the same link
+    same = calc({"hidden_size": d, "layers": layers, "tokens": 8, "tp": 4, "link": "nvlink4", "hardware": "h100-sxm"}, lookup)
+    assert same["total_s"] == pytest.approx(o["total_s"][2], rel=1e-12)
+
+
+def test_step_model_prefill_and_bound_only(lookup):
+    o = calc({**STEP, "tokens": 4096, "context_tokens": 0, "tp": 4, "phase": "prefill", "estimate": "bound"}, lookup)
+    assert "measured_step_time_s" not in o or o["measured_step_time_s"] is None
+    assert o["bytes_per_allreduce"] == 4096 * 8192 * 2.0
+    assert o["dominant"] == "bandwidth" and 0 < o["comm_share"] < 1
+
+
+def test_step_model_refusals(lookup):
+    with pytest.raises(CalcInputError) as e:
+        calc({**STEP, "tp": 3}, lookup)                   # 64 heads do not split over 3 ranks
+    assert e.value.loc == ("tp",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**STEP, "tp": 4, "hidden_size": 4096}, lookup)
+    assert e.value.loc == ("hidden_size",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**STEP, "tp": 4, "allreduces_per_layer": 1}, lookup)
+    assert e.value.loc == ("allreduces_per_layer",)
+    with pytest.raises(CalcInputError) as e:              # a step field without hardware
+        calc({"model": "llama-3.1-70b", "tokens": 8, "tp": 4, "context_tokens": 2048, "link": "nvlink4"}, lookup)
+    assert e.value.loc == ("context_tokens",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**STEP, "tp": 4, "ep": 2}, lookup)          # a dense model has no experts to place
+    assert e.value.loc == ("tp",)
