@@ -2,8 +2,13 @@
 
 Two methods side by side:
 - `bandwidth` (default): a replica needs devices for weights + KV of `batch` sequences at
-  `context_tokens`; one decode step reads the weights once and each sequence's KV once, so a
-  replica yields batch / ((W + batch·KV) / (devices × bandwidth)) tokens/s.
+  `context_tokens`. With a model whose layers are itemised and a hardware id, the decode step is the step
+  model's (`_serving_cost_step`): devices = the smallest valid tensor-parallel degree that holds one rank's
+  weights and KV, the step = the bound of one rank's kernels + the TP all-reduces over the hardware's link, the
+  measured estimate over the same operations. With bare numbers (`params`, `bytes_per_param`,
+  `kv_bytes_per_token`, explicit memory and bandwidth) it is the first-pass formula: one decode step reads the
+  weights once and each sequence's KV once, so a replica yields batch / ((W + batch·KV) / (devices × bandwidth))
+  tokens/s.
 - `page`: the compendium page's `serving_cost_analysis` heuristic (scaling section of the
   compendium seed): devices = ceil-ish(1.2 × model size / memory), throughput = 500 / (params in
   billions × bits / 16) tok/s per device, times the devices. Kept as the page computes it,
@@ -19,7 +24,7 @@ from pydantic import Field, model_validator
 
 from calculators.framework import (
     broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, Lookup,
-    NonNegFloat, NonNegIntSweep, num, out, OutCountSweep, Outputs, OutSweep, PosFloat, PosIntSweep, Profile,
+    NonNegFloat, NonNegIntSweep, num, out, OutCountSweep, Outputs, OutSweep, PosFloat, PosInt, PosIntSweep, Profile,
     request_inputs, Result,
 )
 from calculators.framework import headline as hf
@@ -29,6 +34,7 @@ from calculators.domain import (
     stored_device_price, usable_memory_bytes,
 )
 from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
+from calculators.families.serving._serving_cost_step import MAX_TP, measured as step_measured, plan as step_plan, step_layout
 
 
 class ServingCostRequest(CalcRequest):
@@ -59,6 +65,14 @@ class ServingCostRequest(CalcRequest):
                                          "vLLM's gpu_memory_utilization, the memory rule of every calculator).")
     runtime_reserve_bytes: NonNegFloat = Field(0.0, description="Bytes reserved per device on top of that (default 0).")
     bandwidth_efficiency: Fraction = Field(1.0, description="Achieved fraction of memory bandwidth (> 0); 1 = ideal bound.")
+    tp: PosInt | None = Field(None, le=MAX_TP, description="Devices per replica, as the tensor-parallel degree (default: the fewest that hold "
+                              "the weights and the batch's KV; with the step model, the smallest degree that also splits "
+                              "the heads evenly).", examples=[4])
+    ep: PosInt = Field(1, description="Expert-parallel ranks inside the TP group (MoE, step model; default 1).")
+    weight_format: Format | None = Field(None, description="Weight format for the step model (default: the model's "
+                                         "published one); instead of bytes_per_param.")
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link id of the tensor-parallel group "
+                             "(step model; default: the hardware's first listed link).", examples=["nvlink4"])
 
     @model_validator(mode="after")
     def _check(self):
@@ -70,6 +84,8 @@ class ServingCostRequest(CalcRequest):
             raise ValueError("give hardware or memory_per_device_bytes")
         if not self.hardware and self.price_per_device_hour_usd is None:
             raise ValueError("give price_per_device_hour_usd (or hardware, whose lowest stored on-demand price is the default)")
+        if self.weight_format is not None and self.bytes_per_param is not None:
+            raise ValueError("give weight_format or bytes_per_param, not both")
         return self
 
 
@@ -97,8 +113,14 @@ class ServingCostBandwidthOut(Outputs):
     kv_bytes_per_token: float | None = Field(description="KV per token of one sequence, B/token.")
     kv_bytes_per_sequence: OutSweep = Field(description="KV of one sequence at context_tokens, B.")
     memory_per_replica_bytes: OutSweep = Field(description="weights + batch × KV, B.")
-    devices_per_replica: OutCountSweep = Field(description="⌈memory / usable memory per device⌉, devices.")
-    step_time_s: OutSweep = Field(description="Decode step, memory / (devices × bandwidth × efficiency), s.")
+    devices_per_replica: OutCountSweep = Field(description="Step model: the smallest valid TP degree whose rank holds "
+                                               "its weights + KV; formula: ⌈memory / usable memory per device⌉, devices.")
+    step_time_s: OutSweep = Field(description="Decode step. Step model: the bound of one rank's kernels + the TP "
+                                  "all-reduces over the link; formula: memory / (devices × bandwidth × efficiency), s.")
+    step_basis: Literal["step model", "bandwidth formula"] = Field("bandwidth formula", description="Which of the two "
+                                                                    "gave step_time_s.")
+    kernel_time_s: OutSweep = Field(None, description="The step's kernels on one rank at the peak rates, s (step model).")
+    comm_time_s: OutSweep = Field(None, description="The step's TP all-reduces over the link (α–β), s (step model).")
     tokens_per_s_per_replica: OutSweep = Field(description="batch / step time, tokens/s.")
     replicas: OutCountSweep = Field(description="⌈target / tokens per replica⌉, replicas.")
     total_devices: OutCountSweep = Field(description="devices per replica × replicas, devices.")
@@ -157,7 +179,11 @@ class ServingCostOutputs(Outputs):
     kv_bytes_per_token: float | None = Field(None, description="KV per token of one sequence, B/token (bandwidth).")
     kv_bytes_per_sequence: OutSweep = Field(None, description="KV of one sequence, B (bandwidth).")
     memory_per_replica_bytes: OutSweep = Field(None, description="weights + batch × KV, B (bandwidth).")
-    step_time_s: OutSweep = Field(None, description="Bandwidth-bound decode step, s (bandwidth).")
+    step_time_s: OutSweep = Field(None, description="Decode step (bound), s (bandwidth).")
+    step_basis: Literal["step model", "bandwidth formula"] | None = Field(None, description="Which of the two gave "
+                                                                           "step_time_s (bandwidth).")
+    kernel_time_s: OutSweep = Field(None, description="The step's kernels on one rank at the peak rates, s (step model).")
+    comm_time_s: OutSweep = Field(None, description="The step's TP all-reduces over the link (α–β), s (step model).")
     cost_per_mtok_at_target_usd: OutSweep = Field(None, description="Cost per million tokens at the target rate, "
                                                     "USD (bandwidth).")
     capacity_utilization: OutSweep = Field(None, description="Share of the replicas' capacity the target uses "
@@ -271,9 +297,13 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     bpp = req.bytes_per_param
     if bpp is not None:
         W = params * bpp
-    elif rec is not None and shipped_weight_formats(rec.weight_dtype) is not None:
-        W = model_weight_bytes(rec, None, res, "bytes_per_param")
+    elif rec is not None and (req.weight_format is not None or shipped_weight_formats(rec.weight_dtype) is not None):
+        W = model_weight_bytes(rec, req.weight_format, res, "weight_format" if req.weight_format is not None else "bytes_per_param")
         bpp = W / params
+    elif req.weight_format is not None:
+        bpp = resolve_format(req.weight_format, "weight_format").effective_bits / 8.0
+        W = params * bpp
+        res.assume(f"Weights: {num(bpp)} bytes per parameter ({format_label(req.weight_format)}).")
     else:
         bpp = 2.0
         W = params * bpp
@@ -297,15 +327,37 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         if req.memory_utilization <= 0 or req.bandwidth_efficiency <= 0:
             raise CalcInputError("memory_utilization" if req.memory_utilization <= 0 else "bandwidth_efficiency", "must be > 0")
         usable = float(usable_memory_bytes(mem, req.memory_utilization, req.runtime_reserve_bytes))
-        if req.batch is None:
-            b = _largest_batch(W, np.asarray(kv_seq, dtype=float), usable, bw * req.bandwidth_efficiency, req.tpot_target_s, res)
-            res.inputs["batch"] = out(b)
-        need = W + b * kv_seq
-        res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
-        dev = np.maximum(1.0, np.ceil(need / usable - 1e-12))
-        res.step("devices per replica", "⌈need / (M × utilization − reserve)⌉", f"⌈{fmt_bytes(first(need))} / {fmt_bytes(usable)}⌉", dev, "devices")
-        step = need / (dev * bw * req.bandwidth_efficiency)
-        res.step("decode step", "t = (W + batch × KV) / (devices × bandwidth)", f"{fmt_bytes(first(need))} / ({num(first(dev))} × {num(bw / 1e9)} GB/s)", step, "s")
+        stepped = rec is not None and req.hardware and req.bytes_per_param is None and req.kv_bytes_per_token is None
+        lay = step_layout(rec, res) if stepped else None
+        sp = None
+        if lay is not None:
+            sp = step_plan(req, lookup, res, rec, lay, hw, b, ctx, usable, req.tpot_target_s, BATCH_LADDER)
+            if req.batch is None:
+                res.inputs["batch"] = out(sp.batch)
+            b, dev, step = sp.batch, sp.devices, sp.times.bound_s
+            need = W + b * kv_seq
+            res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
+        else:
+            for k in ("ep", "link"):
+                if k in req.model_fields_set:
+                    raise CalcInputError(k, "needs the step model: a model with itemised layers and a hardware id, without "
+                                         "bytes_per_param or kv_bytes_per_token")
+            if req.batch is None:
+                b = _largest_batch(W, np.asarray(kv_seq, dtype=float), usable, bw * req.bandwidth_efficiency, req.tpot_target_s, res)
+                res.inputs["batch"] = out(b)
+            need = W + b * kv_seq
+            res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
+            if req.tp is not None:
+                dev = np.full(np.shape(need), float(req.tp))
+                if np.any(need > dev * usable):
+                    raise CalcInputError("tp", f"{req.tp} device(s) hold {fmt_bytes(req.tp * usable)} usable, the replica needs "
+                                         f"{fmt_bytes(float(np.max(need)))}: give a larger tp or a smaller batch")
+                res.step("devices per replica", "tp (given)", f"{req.tp}", dev, "devices")
+            else:
+                dev = np.maximum(1.0, np.ceil(need / usable - 1e-12))
+                res.step("devices per replica", "⌈need / (M × utilization − reserve)⌉", f"⌈{fmt_bytes(first(need))} / {fmt_bytes(usable)}⌉", dev, "devices")
+            step = need / (dev * bw * req.bandwidth_efficiency)
+            res.step("decode step", "t = (W + batch × KV) / (devices × bandwidth)", f"{fmt_bytes(first(need))} / ({num(first(dev))} × {num(bw / 1e9)} GB/s)", step, "s")
         tps = res.step("tokens/s per replica", "batch / t", f"{num(first(b))} / {num(first(step))} s", b / step, "tok/s")
         reps = np.maximum(1.0, np.ceil(req.target_tokens_per_s / tps - 1e-12))
         res.step("replicas", "⌈target / per-replica⌉", f"⌈{num(req.target_tokens_per_s)} / {num(first(tps))}⌉", reps, "replicas")
@@ -321,15 +373,21 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             "cost_per_hour_usd": out(cost_h), "cost_per_mtok_usd": out(cost_m),
             "cost_per_mtok_at_target_usd": out(cost_h / (req.target_tokens_per_s * 3600.0) * 1e6),
             "capacity_utilization": out(req.target_tokens_per_s / (reps * tps)),
+            "step_basis": "step model" if sp is not None else "bandwidth formula",
         }
-        if req.hardware and rec is not None and req.estimate != "bound":
+        if sp is not None:
+            methods["bandwidth"].update(kernel_time_s=out(sp.times.kernels_bound_s), comm_time_s=out(sp.times.comm_s))
+            methods["bandwidth"].update(step_measured(res, sp, b, reps, total, price))
+        elif req.hardware and rec is not None and req.estimate != "bound":
             methods["bandwidth"].update(_measured(req, lookup, res, rec, b, ctx, dev, step, reps, total, price))
         elif req.estimate == "measured":
             raise CalcInputError("estimate", "a measured estimate needs a model and a hardware id with measured kernels")
-        res.assume("Bandwidth method: decode is memory-bound; each step reads all weights once (an upper bound for MoE at "
-                   "small batch) and each sequence's KV once, split evenly across the replica's devices; prefill, "
-                   "compute limits and communication are not counted.",
-                   "Cost per 1M tokens is at full capacity of the replicas; cost_per_mtok_at_target_usd divides by the target instead.")
+        if sp is None:
+            res.assume("Bandwidth method: decode is memory-bound; each step reads all weights once (an upper bound for MoE "
+                       "at small batch) and each sequence's KV once, split evenly across the replica's devices; prefill, "
+                       "compute limits and communication are not counted.")
+        res.assume("Prefill and idle time are not counted; cost per 1M tokens is at full capacity of the replicas; "
+                   "cost_per_mtok_at_target_usd divides by the target instead.")
     elif req.method == "bandwidth":
         raise CalcInputError("memory_bandwidth_bytes_per_s", "the bandwidth method needs a bandwidth (or a hardware id)")
 
