@@ -230,3 +230,40 @@ def test_verify_budget_bounds_and_large_buffers():
     assert o["variants"][0]["row_buffer_bytes"] == pytest.approx(o["row_buffer_bytes"])
     # small counts stay exact integers
     assert budget({"groups": [{"draft_tokens": 6, "count": 4}], "row_bytes": 18992})["row_buffer_bytes"] == 4 * 7 * 18992
+
+
+# --------------------------------------------------------------------------- the target on hardware: the step model
+
+TARGET = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "batch": 8, "context_tokens": 2048}
+
+
+def test_target_step_and_verify_cost_from_the_step_model(lookup):
+    o = run("speculative-decoding", {"acceptance_rate": 0.75, "draft_tokens": [1, 4, 16], **TARGET}, lookup)[2].outputs
+    t = o["target_step"]
+    assert t["estimate"] == "measured" and t["step_s"] == t["measured_s"] and t["bound_s"] < t["measured_s"]
+    assert t["link"] == "nvlink4" and t["comm_s"] > 0
+    assert o["verify_cost_ratio"] == pytest.approx([v / t["step_s"] for v in t["verify_step_s"]])
+    assert all(v >= 1 for v in o["verify_cost_ratio"])                       # a verify pass does a plain step's work and more
+    assert t["verify_bound_s"] == sorted(t["verify_bound_s"])                 # more positions, more work
+    assert o["time_per_token_s"] == pytest.approx([t["step_s"] * v / e for v, e in
+                                                   zip(o["verify_cost_ratio"], o["expected_tokens_per_round"])])
+    assert "speedup_limit_infinite_k" not in o or o["speedup_limit_infinite_k"] is None   # v grows with k
+    bound = run("speculative-decoding", {"acceptance_rate": 0.75, "draft_tokens": 4, **TARGET, "estimate": "bound"},
+                lookup)[2].outputs
+    assert bound["target_step"]["estimate"] == "bound" and bound["target_step"]["step_s"] == t["bound_s"]
+    # a given verify cost wins over the step model's
+    given_v = run("speculative-decoding", {"acceptance_rate": 0.75, "draft_tokens": 4, **TARGET, "verify_cost_ratio": 1.0},
+                  lookup)[2].outputs
+    assert given_v["round_cost_steps"] == pytest.approx(1.0)
+
+
+def test_target_step_refusals(lookup):
+    base = {"acceptance_rate": 0.75, "draft_tokens": 4}
+    for body, loc in (({**base, **TARGET, "target_step_s": 0.01}, "target_step_s"),
+                      ({**base, "model": "llama-3.1-70b"}, "hardware"),
+                      ({**base, "hardware": "h100-sxm"}, "model"),
+                      ({**base, "batch": 8}, "batch"),
+                      ({**base, **TARGET, "tp": 3}, "tp")):
+        with pytest.raises(CalcInputError) as e:
+            run("speculative-decoding", body, lookup)
+        assert e.value.loc == (loc,), body

@@ -8,7 +8,9 @@ Two calculators of the `speculative` family:
   token when all k were accepted). Expected tokens per round = 1 + α + … + α^k = (1 − α^(k+1))/(1 − α).
   Speedup = that / (k·c + v), with c the cost of a draft token and v the cost of the verify pass,
   both relative to one plain target decode step. Also the best k, the compendium page's rule of
-  thumb for comparison, and a seeded Monte Carlo check.
+  thumb for comparison, and a seeded Monte Carlo check. With a target `model` on `hardware`, the plain
+  step (target_step_s) and the verify pass over k + 1 positions (hence v per k) come from the step model
+  (`_speculative_step`), the same step the planner, serving-cost and tp-overhead give.
 * `speculative-verify-budget`: a batch of requests with their own acceptance and draft limits
   (DSpark-style per-request budgets): rows verified, the graph tier that actually runs, round time
   and expected throughput.
@@ -26,6 +28,9 @@ from calculators.framework import (
     Result,
 )
 from calculators.framework import headline as hf
+from calculators.domain import FormatField, MODEL_CONFIG_FIELD
+from calculators.perf import ESTIMATE_FIELD, Estimate
+from calculators.families.serving._speculative_step import SpeculativeTargetStepOut, target_steps
 
 
 def _out(x):
@@ -80,27 +85,51 @@ class SpeculativeRequest(CalcRequest):
     setup_s: NonNegFloat | None = Field(None, description="One-off exposed setup (draft index build, transfer), seconds; needs target_step_s.", examples=[2.0])
     decode_fraction: Fraction | None = Field(None, description="Share of end-to-end task time spent decoding; gives the Amdahl end-to-end speedup.", examples=[0.5])
     simulate: Simulate | None = Field(None, description="Also simulate rounds with a seeded generator and report the sample mean and its standard error.")
+    model: str | None = Field(None, min_length=1, max_length=100, description="Target model id: with `hardware`, the step "
+                              "model gives target_step_s and the verify cost v per draft length.", examples=["llama-3.1-70b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
+    hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id the target runs on (with a model).",
+                                 examples=["h100-sxm"])
+    tp: PosInt = Field(1, le=1024, description="Target's tensor-parallel degree (with a model).")
+    ep: PosInt = Field(1, le=1024, description="Target's expert-parallel degree inside the TP group (MoE, with a model).")
+    batch: PosInt = Field(1, le=65536, description="Sequences the target decodes together (with a model).")
+    context_tokens: NonNegInt = Field(0, le=10_000_000, description="Tokens cached per sequence before the step (with a model).")
+    weight_format: FormatField | None = Field(None, description="Target weight format (default: the model's published one).")
+    kv_format: FormatField | None = Field(None, description="Target KV cache format (default bf16).")
+    estimate: Estimate | None = ESTIMATE_FIELD
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link of the target's TP group (default: the "
+                             "hardware's first listed link).", examples=["nvlink4"])
 
 
 def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
     x = broadcast({"acceptance_rate": req.acceptance_rate, "draft_tokens": req.draft_tokens})
     a, k = x["acceptance_rate"], x["draft_tokens"]
-    c, v = req.draft_cost_ratio, req.verify_cost_ratio
     res = Result(inputs=request_inputs(req), outputs={})
+    target = target_steps(req, lookup, res, k, K_SEARCH)
+    c, v, v_search, t_step = req.draft_cost_ratio, req.verify_cost_ratio, req.verify_cost_ratio, req.target_step_s
+    if target is not None:
+        t_step = target.step_s
+        if "verify_cost_ratio" in req.model_fields_set:
+            res.assume(f"Verify cost: v = {num(v)} as given, not the step model's verify pass.")
+        else:
+            v = res.step("verify cost", "v = t_verify(k + 1 tokens) / t_step", f"{fmt_s(first(target.verify_s))} / "
+                         f"{fmt_s(target.step_s)}", target.verify_s / target.step_s, "steps")
+            v_search = target.verify_search_s / target.step_s
     a0, k0 = first(a), int(first(k))
     e = res.step("expected tokens per round", "E = 1 + α + … + α^k = (1 − α^(k+1)) / (1 − α)",
                  f"(1 − {num(a0)}^{k0 + 1}) / (1 − {num(a0)})" if a0 < 1 else f"α = 1: k + 1 = {k0 + 1}",
                  expected_tokens(a, k), "tokens")
-    cost = res.step("round cost in plain decode steps", "k·c + v", f"{k0} × {num(c)} + {num(v)}", k * c + v, "steps")
+    cost = res.step("round cost in plain decode steps", "k·c + v", f"{k0} × {num(c)} + {num(first(v))}", k * c + v, "steps")
     speedup = res.step("speedup over plain decoding", "S = E / (k·c + v)", f"{num(first(e))} / {num(first(cost))}", e / cost, "×")
     no_bonus = e - np.power(a, k)
 
     # best k for each point: vectorised over k = 1..32
-    grid = expected_tokens(np.asarray(a)[..., None], K_SEARCH) / (K_SEARCH * c + v)
+    grid = expected_tokens(np.asarray(a)[..., None], K_SEARCH) / (K_SEARCH * c + v_search)
     best_idx = np.argmax(grid, axis=-1)
     best_k = K_SEARCH[best_idx]
     best_speedup = np.take_along_axis(grid, best_idx[..., None], axis=-1)[..., 0]
-    res.step("best draft length (k = 1..32)", "argmax_k E(α, k) / (k·c + v)", f"α = {num(a0)}, c = {num(c)}, v = {num(v)}", best_k, "tokens")
+    res.step("best draft length (k = 1..32)", "argmax_k E(α, k) / (k·c + v)", f"α = {num(a0)}, c = {num(c)}, v = "
+             + (num(v) if np.ndim(v_search) == 0 else "v(k) of the step model"), best_k, "tokens")
 
     # the compendium page's rule of thumb, reading "cost ratio" as the round's cost in target steps
     rule = k * a / cost
@@ -120,12 +149,16 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
         "page_rule_speedup": _out(rule),
         "page_rule_relative_error": _out(rule_err),
     }
-    if c == 0:
+    if target is not None:
+        o["target_step"] = target.outputs
+        if "verify_cost_ratio" not in req.model_fields_set:
+            o["verify_cost_ratio"] = _out(v)
+    if c == 0 and np.ndim(v_search) == 0:
         below = np.asarray(a) < 1
         lim = np.where(below, 1.0 / ((1.0 - np.where(below, a, 0.0)) * v), np.inf)
         o["speedup_limit_infinite_k"] = _out(lim)
-    if req.target_step_s is not None:
-        t = req.target_step_s
+    if t_step is not None:
+        t = t_step
         tpt = res.step("time per output token", "t = t_step × (k·c + v) / E", f"{fmt_s(t)} × {num(first(cost))} / {num(first(e))}",
                        t * cost / e, "s")
         o["time_per_token_s"] = _out(tpt)
@@ -133,7 +166,7 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
         o["tokens_per_s"] = _out(e / (t * cost))
         o["max_draft_time_per_round_s"] = _out(t * (e - v))
         res.step("largest draft time per round that still gains", "t_draft < E × t_step − v × t_step",
-                 f"{num(first(e))} × {fmt_s(t)} − {num(v)} × {fmt_s(t)}", t * (e - v), "s")
+                 f"{num(first(e))} × {fmt_s(t)} − {num(first(v))} × {fmt_s(t)}", t * (e - v), "s")
         if req.setup_s is not None:
             gain = t - tpt
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -141,7 +174,7 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
             res.step("tokens to amortise the setup", "setup / (t_step − t)", f"{fmt_s(req.setup_s)} / ({fmt_s(t)} − {fmt_s(first(tpt))})", amort, "tokens")
             o["setup_amortization_tokens"] = _out(amort)
     elif req.setup_s is not None:
-        raise CalcInputError("setup_s", "amortising a setup time needs target_step_s")
+        raise CalcInputError("setup_s", "amortising a setup time needs target_step_s (or a model with hardware)")
     if req.decode_fraction is not None:
         f = req.decode_fraction
         e2e = 1.0 / ((1.0 - f) + f / speedup)
@@ -408,8 +441,13 @@ class SpeculativeDecodingOutputs(Outputs):
     page_rule_speedup: OutSweep = Field(description="The rule of thumb k·α / (k·c + v), ×, for comparison.")
     page_rule_relative_error: OutSweep = Field(description="page_rule_speedup / speedup − 1.")
     speedup_limit_infinite_k: OutSweep = Field(None, description="Speedup as k → ∞, 1 / ((1 − α)·v), × (with "
-                                              "draft_cost_ratio 0; null at α = 1).")
-    time_per_token_s: OutSweep = Field(None, description="Time per output token, s (with target_step_s).")
+                                              "draft_cost_ratio 0 and a constant v; null at α = 1).")
+    verify_cost_ratio: OutSweep = Field(None, description="v per point, the step model's verify pass ÷ plain step (with a "
+                                        "model and hardware).")
+    target_step: SpeculativeTargetStepOut | None = Field(None, description="The target's plain step and verify passes "
+                                                         "from the step model (with a model and hardware).")
+    time_per_token_s: OutSweep = Field(None, description="Time per output token, s (with target_step_s, or a model with "
+                                       "hardware).")
     round_time_s: OutSweep = Field(None, description="Time of one round, s (with target_step_s).")
     tokens_per_s: OutSweep = Field(None, description="Output tokens per second, tokens/s (with target_step_s).")
     max_draft_time_per_round_s: OutSweep = Field(None, description="Largest draft time per round that still gains, s "
