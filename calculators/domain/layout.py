@@ -80,6 +80,7 @@ class Layout:
     expert_params: float = 0.0      # parameters of one routed expert in one layer
     ffn_matrices: int = 3
     qk_norm: bool = False
+    mtp_layers: int = 0             # multi-token-prediction modules beside the main layers (num_nextn_predict_layers)
     published_total: float | None = None
     published_active: float | None = None
     notes: tuple[str, ...] = field(default=())
@@ -200,6 +201,7 @@ def _layout(rec: dict, loc: str) -> Layout:
     moe = rec.get("moe")
     lay = dict(name=name, layers=L, d=d, vocab=vocab, tied=bool(rec.get("tie_word_embeddings", False)),
                qk_norm=bool(rec.get("qk_norm", False)), ffn_layers=ffn_layers, ffn=ffn,
+               mtp_layers=int(_v(rec, "num_nextn_predict_layers", loc=loc, required=False) or 0),
                published_total=_v(rec, "params_total", loc=loc, required=False),
                published_active=_v(rec, "params_active", loc=loc, required=False))
     if moe:
