@@ -168,8 +168,7 @@ def moe_kernel(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp,
     arrs = np.broadcast_arrays(*[np.asarray(x, dtype=float) for x in (tokens, hidden, inter, topk, experts, tp, ep)])
     shape = arrs[0].shape
     flat = [a.reshape(-1) for a in arrs]
-    keys, inv = np.unique(np.stack(flat[1:], axis=1), axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
+    keys, inv = _unique_rows(flat[1:])
     lat = np.empty(flat[0].size)
     st = np.empty(flat[0].size, dtype=np.int8)
     bound = lambda *a: moe_bound_s(*a, dt, system.rates)
@@ -182,14 +181,50 @@ def moe_kernel(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp,
             got = estimate(grid, (tok,), lambda t, key=key: bound(t, *key))
             lat[sel], st[sel] = got
             continue
-        # nearest measured configuration of this dtype and distribution, moved by the bound ratio
-        cands = [c for c in grids if c[0] == dt and c[1] == dist]
-        near = min(cands, key=lambda c: float(np.sum(np.abs(np.log(np.asarray(c[2:], dtype=float) / key)))))
+        # nearest measured configuration of this dtype and distribution (Σ |log ratio| of its shape), moved by the
+        # bound ratio
+        cands, shapes = _moe_candidates(grids, dt, dist)
+        near = cands[int(np.argmin(np.sum(np.abs(np.log(shapes / key)), axis=1)))]
         near_key = np.asarray(near[2:], dtype=float)
         found = locate(grids[near], (tok,), lambda t, nk=near_key: bound(t, *nk))
         lat[sel] = found.latency_s * bound(tok, *key) / bound(found.at[0], *near_key)
         st[sel] = HOLE
     return lat.reshape(shape), st.reshape(shape)
+
+
+def _unique_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of equal-length columns (ascending, as np.unique(axis=0)) and each point's row index, by
+    combining the per-column codes into one integer (cheaper than a row sort when most columns are constant)."""
+    codes, uniques = [], []
+    for c in cols:
+        if c.size and np.all(c == c[0]):
+            uniques.append(c[:1])
+            codes.append(np.zeros(c.size, dtype=np.int64))
+        else:
+            u, i = np.unique(c, return_inverse=True)
+            uniques.append(u)
+            codes.append(i.reshape(-1))
+    dims = tuple(len(u) for u in uniques)
+    combo, inv = np.unique(np.ravel_multi_index(tuple(codes), dims), return_inverse=True)
+    idx = np.unravel_index(combo, dims)
+    return np.stack([u[i] for u, i in zip(uniques, idx)], axis=1), inv.reshape(-1)
+
+
+_MOE_CANDIDATES: dict[tuple, tuple] = {}
+
+
+def _moe_candidates(grids: dict[tuple, Grid], dt: str, dist: str) -> tuple[list, np.ndarray]:
+    """The measured MoE configurations of one dtype and distribution, in table order, with their shapes as rows
+    (kept per index: `index_table` returns the same dict for a table)."""
+    key = (id(grids), dt, dist)
+    hit = _MOE_CANDIDATES.get(key)
+    if hit is None or hit[2] is not grids:
+        cands = [c for c in grids if c[0] == dt and c[1] == dist]
+        hit = (cands, np.asarray([c[2:] for c in cands], dtype=float), grids)
+        if len(_MOE_CANDIDATES) > 64:       # indexes rebuilt after clear_index leave stale entries behind
+            _MOE_CANDIDATES.clear()
+        _MOE_CANDIDATES[key] = hit
+    return hit[0], hit[1]
 
 
 def moe_latency(system: MeasuredSystem, tokens: Any, hidden: Any, inter: Any, topk: Any, experts: Any,

@@ -157,15 +157,22 @@ def measured_of(step: StepOps, system: MeasuredSystem, framework: str | None = N
     approximated: dict[str, np.ndarray] = {}
     layers = LayerKernels(step, system, lambda o: op_bound_s(o, rates))
     used: set[str] = set()
+    gemms = _gemm_lookups(step, system)       # GEMMs and fused MoE layers, one table pass per precision
     for op in step.ops:
         sh = op.shape
         try:
             if op.kind == "gemm":
-                lat, st = _kernel(lambda dt: gemm_kernel(system, sh["m"], sh["n"], sh["k"], dt), op.dtype, GEMM_DTYPES)
+                got = gemms[id(op)]
+                if isinstance(got, CalcInputError):
+                    raise got
+                lat, st = got
             elif op.kind == "attention":
                 lat, st = _attention(step, op, system)
             elif op.kind == "moe":
-                lat, st = _kernel(lambda dt: _moe_exact(system, sh, dt), op.dtype)
+                got = gemms[id(op)]
+                if isinstance(got, CalcInputError):
+                    raise got
+                lat, st = got
             elif op.kind == "allreduce":
                 lat, st = allreduce_kernel(system, np.asarray(sh["bytes"], dtype=float) / 2.0, sh["gpus"], "bf16")
             elif op.kind in ("mla", "indexer", "linear"):
@@ -233,13 +240,64 @@ def measured_of(step: StepOps, system: MeasuredSystem, framework: str | None = N
     return est
 
 
+MOE_SHAPE = ("tokens", "hidden", "inter", "topk", "experts", "tp", "ep")
+
+
+def _gemm_lookups(step: StepOps, system: MeasuredSystem) -> dict[int, Any]:
+    """Every GEMM (and every fused MoE layer) of a step looked up in one table pass per precision: the points of all
+    ops of that kind and precision concatenated. A lookup is point by point (and a MoE configuration is measured
+    or not whatever its tokens), so this answers each op as its own lookup would. Per op id: (latency, status)
+    over the step's shape, or the CalcInputError its precision raised."""
+    shape = step.shape
+    size = int(np.prod(shape))
+    groups: dict[tuple[str, str], list] = {}
+    for op in step.ops:
+        if op.kind in ("gemm", "moe"):
+            groups.setdefault((op.kind, op.dtype), []).append(op)
+    out: dict[int, Any] = {}
+    for (kind, dtype), ops in groups.items():
+        names = ("m", "n", "k") if kind == "gemm" else MOE_SHAPE
+        q = {a: np.concatenate([np.broadcast_to(np.asarray(o.shape[a], dtype=float), shape).ravel() for o in ops])
+             for a in names}
+        try:
+            if kind == "gemm":
+                lat, st = _kernel(lambda dt: gemm_kernel(system, q["m"], q["n"], q["k"], dt), dtype, GEMM_DTYPES)
+            else:
+                lat, st = _kernel(lambda dt: _moe_exact(system, q, dt), dtype)
+        except CalcInputError as exc:
+            out.update((id(o), exc) for o in ops)
+            continue
+        lat, st = np.asarray(lat).reshape(len(ops), size), np.asarray(st).reshape(len(ops), size)
+        out.update((id(o), (lat[i].reshape(shape), st[i].reshape(shape))) for i, o in enumerate(ops))
+    return out
+
+
 def _moe_exact(system: MeasuredSystem, sh: dict, dt: str):
     """The fused MoE kernel in `dt`; refused (so the next spelling is tried) when this expert configuration was not
-    measured in `dt` but might be in another spelling."""
+    measured in `dt` but might be in another spelling. Decided per (tp, ep) configuration, so that one op over
+    several configurations (the planner's stacked splits) answers each as it would alone."""
     lat, st = moe_kernel(system, sh["tokens"], sh["hidden"], sh["inter"], sh["topk"], sh["experts"], sh["tp"], sh["ep"], dt,
                          "balanced")
-    if dt == "fp8_block" and np.all(np.asarray(st) >= HOLE):
+    if dt != "fp8_block":
+        return lat, st
+    st = np.asarray(st)
+    tp, ep = (np.broadcast_to(np.asarray(sh[k], dtype=float), st.shape) for k in ("tp", "ep"))
+    unmeasured = np.zeros(st.shape, dtype=bool)
+    for t, e in {(float(a), float(b)) for a, b in zip(tp.ravel(), ep.ravel())}:
+        sel = (tp == t) & (ep == e)
+        if np.all(st[sel] >= HOLE):
+            unmeasured |= sel
+    if np.all(unmeasured):
         raise CalcInputError("weight_format", "this expert configuration is not measured in fp8_block")
+    if np.any(unmeasured):
+        sub = {k: np.broadcast_to(np.asarray(sh[k], dtype=float), st.shape)[unmeasured] for k in MOE_SHAPE}
+        try:
+            lat2, st2 = moe_kernel(system, sub["tokens"], sub["hidden"], sub["inter"], sub["topk"], sub["experts"], sub["tp"],
+                                   sub["ep"], "fp8", "balanced")
+            lat, st = np.array(np.broadcast_to(lat, st.shape)), st.copy()
+            lat[unmeasured], st[unmeasured] = lat2, st2
+        except CalcInputError:
+            pass
     return lat, st
 
 
