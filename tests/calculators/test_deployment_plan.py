@@ -143,3 +143,89 @@ def test_outputs_model_validates(llama):
     res = compute("deployment-plan", REGISTRY["deployment-plan"].example, LOOKUP)[2]
     model.model_validate(res.outputs)
     assert {p["mode"] for p in llama["candidates"]} == {"aggregated", "disaggregated"}
+
+
+R1 = {"model": "deepseek-r1", "hardware": ["h200-sxm"], "tp": [8], "batch": [8, 64], "requests_per_s": 2,
+      "input_tokens": 2000, "output_tokens": 500, "ttft_s": 5.0, "tpot_s": 0.1, "estimate": "bound",
+      "price_per_device_hour_usd": {"h200-sxm": 3.49}}
+
+
+@pytest.fixture(scope="module")
+def r1():
+    res = compute("deployment-plan", R1, LOOKUP)[2]
+    return res.outputs, res.assumptions
+
+
+def test_dp_attention_candidates_for_deepseek_r1_on_8_h200(r1):
+    out, notes = r1
+    dp = [c for c in out["candidates"] if c["dp_attention"]]
+    tp = [c for c in out["candidates"] if not c["dp_attention"]]
+    assert dp and tp and all(c["tp"] == c["ep"] == 8 for c in dp)
+    assert any(c["fits"] for c in dp) and any("DP attention" in a for a in notes)
+    # the MLA latent cache (61 layers × (512 + 64) values, BF16) is replicated on every rank under TP, while each
+    # DP-attention rank keeps only the whole cache of its own batch / 8 sequences
+    per_request = 61 * (512 + 64) * 2 * (2000 + 500)
+    for c in out["candidates"]:
+        rank_requests = math.ceil(c["batch"] / 8) if c["dp_attention"] else c["batch"]
+        assert c["memory_per_device_bytes"]["kv"] == pytest.approx(rank_requests * per_request, rel=1e-9)
+    # attention weights are replicated under DP attention
+    w = {(c["dp_attention"], c["ep"]) : c["memory_per_device_bytes"]["weights"] for c in out["candidates"]}
+    assert w[(True, 8)] > w[(False, 8)]
+
+
+def test_dp_attention_option_restricts_the_search():
+    only = plan({**R1, "dp_attention": "on", "mode": "aggregated"})
+    assert only["candidates"] and all(c["dp_attention"] for c in only["candidates"])
+    off = plan({**R1, "dp_attention": "off", "mode": "aggregated"})
+    assert off["candidates"] and not any(c["dp_attention"] for c in off["candidates"])
+    # a dense model has no DP-attention candidate, and asking for one is a 422 naming the field
+    dense = plan({"model": "llama-3.1-70b", **TRAFFIC, "batch": [8], "estimate": "bound"})
+    assert not any(c["dp_attention"] for c in dense["candidates"])
+    with pytest.raises(CalcInputError) as exc:
+        plan({"model": "llama-3.1-70b", **TRAFFIC, "dp_attention": "on"})
+    assert exc.value.loc == ("dp_attention",)
+
+
+def test_mtp_is_off_by_default_and_said(r1):
+    out, notes = r1
+    assert all(c["tokens_per_step"] == 1 for c in out["candidates"])
+    assert any("MTP" in a and "off" in a for a in notes)
+    res = compute("deployment-plan", {**R1, "mtp": True, "mode": "disaggregated"}, LOOKUP)[2]
+    on = res.outputs["candidates"]
+    alpha = 0.85                                        # the stated default acceptance
+    assert any("MTP on" in a and "0.85" in a for a in res.assumptions)
+    for c in on:
+        assert c["tokens_per_step"] == pytest.approx(1 + alpha)
+        assert c["tpot_s"] == pytest.approx(c["decode_step_s"] / (1 + alpha))
+    # the MTP module's weights and KV are counted, and each step does more work
+    base = {(c["dp_attention"], c["ep"], c["batch"]): c for c in out["candidates"] if c["mode"] == "disaggregated"}
+    for c in on:
+        b = base[(c["dp_attention"], c["ep"], c["batch"])]
+        assert c["memory_per_device_bytes"]["weights"] > b["memory_per_device_bytes"]["weights"]
+        assert c["memory_per_device_bytes"]["kv"] > b["memory_per_device_bytes"]["kv"]
+        assert c["decode_step_s"] > b["decode_step_s"]
+    half = plan({**R1, "mtp": True, "mtp_acceptance_rate": 0.5, "mode": "disaggregated"})
+    assert half["candidates"][0]["tokens_per_step"] == pytest.approx(1.5)
+    with pytest.raises(CalcInputError) as exc:
+        plan({"model": "llama-3.1-70b", **TRAFFIC, "mtp": True})
+    assert exc.value.loc == ("mtp",)
+
+
+def test_skewed_routing_costs_at_least_uniform_and_is_said():
+    body = {"model": "qwen3-235b-a22b", "hardware": ["h200-sxm"], "tp": [8], "ep": [8], "batch": [1, 32],
+            "requests_per_s": 1, "input_tokens": 4000, "output_tokens": 200, "ttft_s": 10, "tpot_s": 1,
+            "estimate": "bound", "mode": "aggregated", "dp_attention": "off"}
+    uniform = compute("deployment-plan", body, LOOKUP)[2]
+    skewed = compute("deployment-plan", {**body, "expert_skew": 1.2}, LOOKUP)[2]
+    for u, s in zip(uniform.outputs["candidates"], skewed.outputs["candidates"]):
+        assert (u["tp"], u["ep"], u["batch"]) == (s["tp"], s["ep"], s["batch"])
+        assert s["prefill_s"] >= u["prefill_s"]                          # the hottest expert rank sets the pace
+    assert any("Zipf" in a for a in skewed.assumptions) and any("uniform" in a for a in uniform.assumptions)
+    assert skewed.outputs["candidates"][0]["prefill_s"] > 1.1 * uniform.outputs["candidates"][0]["prefill_s"]
+
+
+def test_dp_and_mtp_answers_validate_against_the_outputs_model(r1):
+    from calculators.framework.registry import REGISTRY
+    model = REGISTRY["deployment-plan"].outputs_model
+    model.model_validate(r1[0])
+    model.model_validate(plan({**R1, "mtp": True, "expert_skew": 0.8}))

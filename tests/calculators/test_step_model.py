@@ -142,3 +142,108 @@ def test_measured_estimate_within_15_percent_of_aiconfigurator(lookup, systems, 
                       ep=ref["ep"], weight_dtype=_formats(rec), kv_dtype=kv)
     want = ref["decode_step_ms_at_isl"] / 1e3
     assert float(est.total_s) == pytest.approx(want, rel=0.15), (name, float(est.total_s) * 1e3, want * 1e3)
+
+
+def _successive_sampling(rng, experts: int, k: int, tokens: int, skew: float, reps: int) -> np.ndarray:
+    """Monte Carlo of skewed routing, independent of the model's approximation: each token takes k distinct experts by
+    successive sampling with Zipf weights p_e ∝ e^(−skew), drawn exactly as the k smallest of Exp(1)/p_e (order
+    sampling with exponential keys). Returns the (reps, tokens, k) expert ids."""
+    p = np.arange(1, experts + 1, dtype=float) ** -skew
+    keys = rng.exponential(size=(reps, tokens, experts)) / (p / p.sum())
+    return np.argpartition(keys, k - 1, axis=2)[:, :, :k]
+
+
+def test_skewed_routing_matches_a_monte_carlo():
+    """Distinct experts touched, those of the hottest expert rank (experts dealt round-robin in popularity order) and
+    that rank's share of the token–expert assignments, against sampled routing."""
+    from calculators.perf.step_model import routing_load
+    rng = np.random.default_rng(11)
+    for experts, k, tokens, skew, ep in ((256, 8, 1, 1.0, 8), (256, 8, 16, 1.0, 8), (128, 8, 64, 0.6, 4),
+                                         (64, 6, 8, 1.5, 8), (32, 4, 3, 0.8, 4)):
+        reps = max(200, 4000 // tokens)
+        picks = _successive_sampling(rng, experts, k, tokens, skew, reps)
+        hit = np.zeros((reps, experts), dtype=bool)
+        hit[np.arange(reps)[:, None], picks.reshape(reps, -1)] = True
+        case = (experts, k, tokens, skew, ep)
+        assert float(touched_experts(experts, k, tokens, skew)) == pytest.approx(hit.sum(axis=1).mean(), rel=0.05), case
+        hot, share = routing_load(experts, k, tokens, ep, skew)
+        assert float(hot) == pytest.approx(hit[:, 0::ep].sum(axis=1).mean(), rel=0.06), case
+        assert share == pytest.approx(np.mean(picks % ep == 0), rel=0.05), case
+        assert share > 1 / ep
+    # skew 0 is the uniform closed form
+    assert routing_load(128, 8, 16, 8, 0.0)[1] == 1 / 8
+    assert float(touched_experts(128, 8, 16, 0.0)) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 16))
+
+
+def test_skewed_routing_loads_the_hottest_expert_rank(lookup):
+    """Under expert parallelism the hottest rank sets the MoE time: at prefill (compute-bound) and at batch 1 a
+    skewed routing costs at least the uniform one; without expert parallelism a skew only touches fewer experts."""
+    rec = as_model(lookup("model", "qwen3-235b-a22b"))
+    lay = layout_of(rec)
+    rates = rates_from_spec(hardware_spec(lookup, "h200-sxm"))
+
+    def moe(phase, batch, tokens, split, skew):
+        step = step_ops(lay, phase, batch, tokens, 0, split, "bf16", "bf16", expert_skew=skew)
+        op = [o for o in step.ops if o.kind == "moe"][0]
+        return op, float(bound_of(step, rates).parts_s["moe_experts"])
+
+    for phase, batch, tokens in (("prefill", 1, 4096), ("decode", 1, 1)):
+        _, uniform = moe(phase, batch, tokens, Split(tp=8, ep=8), 0.0)
+        for skew in (0.5, 1.0, 2.0):
+            op, skewed = moe(phase, batch, tokens, Split(tp=8, ep=8), skew)
+            assert skewed >= uniform * (1 - 1e-12), (phase, skew)
+    _, uniform = moe("prefill", 1, 4096, Split(tp=8, ep=8), 0.0)
+    _, hot = moe("prefill", 1, 4096, Split(tp=8, ep=8), 1.0)
+    assert hot > 1.2 * uniform                    # compute-bound: the hottest rank's token share, not 1/8
+    one, _ = moe("decode", 64, 1, Split(tp=8), 1.5)
+    flat, _ = moe("decode", 64, 1, Split(tp=8), 0.0)
+    assert float(one.shape["touched"]) < float(flat.shape["touched"])
+
+
+def test_dp_attention_steps(lookup):
+    """DeepSeek-R1 with attention data-parallel over 8 ranks: attention replicated (each rank its own 1/8 of the
+    sequences), experts spread over all 8 with a dispatch and combine per MoE layer, shared experts replicated; with
+    experts sliced instead (ep < tp) the tokens are gathered and scattered around every FFN."""
+    rec = as_model(lookup("model", "deepseek-r1"))
+    lay = layout_of(rec)
+    wf = _formats(rec)
+    tp8 = step_ops(lay, "decode", 64, 1, 4096, Split(tp=8, ep=8), wf, "bf16")
+    dp8 = step_ops(lay, "decode", 64, 1, 4096, Split(tp=8, ep=8, dp_attention=True), wf, "bf16")
+    mla = lambda st: [o for o in st.ops if o.kind == "mla"][0]
+    # the latent cache is replicated under TP: each rank reads all 64 sequences' KV; under DP only its 8
+    assert float(mla(tp8).bytes) == pytest.approx(8 * float(mla(dp8).bytes))
+    kinds = {o.name: o for o in dp8.ops if o.kind in ("allreduce", "alltoall")}
+    assert kinds["moe_dispatch_combine"].count == 2 * lay.moe_layers and "allreduce" not in kinds
+    assert kinds["dp_gather_scatter"].count == lay.dense_layers
+    w_tp = weight_bytes_per_rank(lay, Split(tp=8, ep=8), wf)["components_per_rank"]
+    w_dp = weight_bytes_per_rank(lay, Split(tp=8, ep=8, dp_attention=True), wf)["components_per_rank"]
+    assert w_dp["attention"] == pytest.approx(8 * w_tp["attention"]) and w_dp["shared_experts"] == pytest.approx(8 * w_tp["shared_experts"])
+    assert w_dp["routed_experts"] == pytest.approx(w_tp["routed_experts"])
+    sliced = step_ops(lay, "decode", 64, 1, 4096, Split(tp=8, ep=1, dp_attention=True), wf, "bf16")
+    gather = [o for o in sliced.ops if o.name == "dp_gather_scatter"][0]
+    assert gather.count == lay.dense_layers + lay.moe_layers and not any(o.kind == "alltoall" for o in sliced.ops)
+
+
+def test_mtp_modules_are_one_more_layer_each(lookup):
+    """DeepSeek-R1 ships one MTP module (num_nextn_predict_layers 1): with it, a decode step verifies 2 positions per
+    sequence and runs one more MLA + MoE layer with the [embedding; hidden] projection and the shared LM head."""
+    rec = as_model(lookup("model", "deepseek-r1"))
+    lay = layout_of(rec)
+    assert lay.mtp_layers == 1 and layout_of(lookup("model", "llama-3.1-70b")).mtp_layers == 0
+    plain = step_ops(lay, "decode", 16, 1, 2048, Split(tp=8, ep=8), "bf16", "bf16")
+    mtp = step_ops(lay, "decode", 16, 2, 2048, Split(tp=8, ep=8), "bf16", "bf16", mtp_drafts=1)
+    extra = {o.name for o in mtp.ops} - {o.name for o in plain.ops}
+    assert {"mtp_eh_proj", "mtp_mla_attention", "mtp_moe_experts", "mtp_lm_head"} <= extra
+    main_moe = [o for o in plain.ops if o.name == "moe_experts"][0]
+    mtp_moe = [o for o in mtp.ops if o.name == "mtp_moe_experts"][0]
+    assert mtp_moe.count == 1 and float(mtp_moe.flops) == pytest.approx(float(main_moe.flops))   # 16 tokens each
+    # weights: one MoE layer's experts, shared experts, router and attention, plus the 2d × d projection
+    led = weight_bytes_per_rank(lay, Split(), "bf16", mtp=True)["components"]
+    d = lay.d
+    one_layer = (led["routed_experts"] / lay.moe_layers + led["shared_experts"] / lay.moe_layers
+                 + led["router"] / lay.moe_layers + led["attention"] / lay.mixer_layers)
+    assert led["mtp"] == pytest.approx(one_layer + 2 * 2 * d * d, rel=1e-3)
+    assert "mtp" not in weight_bytes_per_rank(lay, Split(), "bf16")["components"]
+    with pytest.raises(CalcInputError) as exc:
+        step_ops(layout_of(lookup("model", "llama-3.1-70b")), "decode", 1, 2, 10, Split(), mtp_drafts=1)
+    assert exc.value.loc == ("mtp",)

@@ -18,6 +18,7 @@ class MemoryOut(Outputs):
 
 class PrefillPoolOut(Outputs):
     tp: int
+    dp_attention: bool = Field(False, description="The prefill pool runs DP attention.")
     replicas: int
     devices: int
     prefill_s: float | None = Field(description="One request's prefill, s.")
@@ -40,6 +41,7 @@ class PlanOut(Outputs):
     tp: int
     pp: int
     ep: int
+    dp_attention: bool = Field(False, description="Attention data-parallel over the tp ranks (experts over all of them).")
     batch: int = Field(description="Concurrent sequences per replica (per stage).")
     replicas: int | None = Field(description="Replicas (disaggregated: decode replicas); null when none suffices.")
     total_devices: int | None
@@ -47,6 +49,8 @@ class PlanOut(Outputs):
     tpot_s: OutNum = Field(description="Mean time per output token, s.")
     prefill_s: OutNum = Field(description="One request's prefill, s.")
     decode_step_s: OutNum = Field(description="One decode step, s.")
+    tokens_per_step: OutNum = Field(1.0, description="Output tokens a sequence gains per decode step (1; 1 + accepted "
+                                    "drafts with MTP).")
     tokens_per_s_per_device: OutNum = Field(description="Output tokens/s per device at the offered load.")
     tokens_per_s_per_user: OutNum = Field(description="Output tokens/s one request sees.")
     memory_per_device_bytes: MemoryOut

@@ -1,19 +1,25 @@
 """The deployment planner: model × hardware × traffic × SLO → the configuration to run, its cost, and why.
 
 Every configuration of the search space (hardware × tensor-parallel degree × pipeline stages × expert-parallel
-degree × batch, aggregated or disaggregated prefill/decode) is evaluated in one NumPy pass per hardware:
+degree × attention data parallelism × batch, aggregated or disaggregated prefill/decode) is evaluated in one
+NumPy pass per hardware over one stacked step-model operation list:
 1. validity — TP divides the attention heads, KV heads split or replicate evenly, EP divides the experts and
-   the TP group, PP divides the layers (else its imbalance is stated);
-2. memory per device — weights sharded over TP × PP (norms and router replicated), KV of `batch` requests at
-   input + output tokens as kv-cache sizes it per rank, against the one memory rule;
+   the TP group, PP divides the layers (else its imbalance is stated); DP attention (MoE models) runs the
+   attention of 1/tp of the sequences on each rank with the experts spread over all tp ranks (ep = tp);
+2. memory per device — weights sharded over TP × PP (norms and router replicated; attention replicated under DP
+   attention), KV of `batch` requests at input + output tokens as kv-cache sizes it per rank (under DP attention
+   each rank keeps the whole KV of its own sequences), against the one memory rule;
 3. decode step (TPOT) and prefill time — the peak-rate bound, or the measured estimate (vLLM kernels from
-   NVIDIA AIConfigurator's tables) where the hardware has them; TP all-reduces with the link's α–β;
+   NVIDIA AIConfigurator's tables) where the hardware has them; TP all-reduces, DP-attention all-to-alls and
+   gathers with the link's α–β; optionally skewed expert routing (`expert_skew`) and the model's MTP modules
+   drafting tokens (`mtp`, off by default);
 4. queueing — prefill requests at a replica wait as in M/D/1 (the book's queueing cases); the 90th
    percentile TTFT uses the M/M/1 tail as a conservative stand-in; prefill steals time from decode;
 5. replicas for `requests_per_s`, devices, $/hour and $ per million output tokens.
 """
 from __future__ import annotations
 
+import gc
 import math
 from typing import Annotated, Literal
 
@@ -21,18 +27,21 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from calculators.domain import (
-    DEFAULT_MEMORY_UTILIZATION, fit_for, FORMAT_HELP, FormatField, FORMATS, groups_from_model, hardware_spec,
-    kv_sizes, layout_of, measured_link_fits, MODEL_CONFIG_FIELD, model_record, note_scope, record, resolve_format, shipped_weight_formats, stored_device_price,
-    usable_memory_bytes,
+    DEFAULT_MEMORY_UTILIZATION, FORMAT_HELP, FormatField, FORMATS, groups_from_model, hardware_spec, kv_sizes, layout_of,
+    MODEL_CONFIG_FIELD, model_record, note_scope, resolve_format, stored_device_price, usable_memory_bytes,
 )
 from calculators.framework import (
     CalcInputError, CalcRequest, Calculator, fmt_bytes, fmt_s, Fraction, Lookup, NonNegFloat, num, PosFloat,
     Profile, request_inputs, request_value, Result, Series,
 )
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
+from calculators.families.serving._plan_search import (
+    col, count_splits, DEFAULT_MTP_ACCEPTANCE, dp_meaningful, link_fits, link_time, max_load_for_ttft, money,
+    mtp_tokens_per_step, p90_wait, rows, search_splits, step_table, weight_formats,
+)
 from calculators.perf import (
     bound_of, FRAMEWORK_FIELD, load_system, measured_of, measured_system_of, MeasuredFramework, rates_from_spec, Split,
-    split_problems, step_ops, weight_bytes_per_rank,
+    split_problems,
 )
 from calculators.framework import headline as H
 
@@ -77,6 +86,18 @@ class DeploymentPlanRequest(CalcRequest):
     runtime_reserve_bytes: NonNegFloat | None = Field(None, description="Bytes reserved per device besides (default 0).")
     framework: MeasuredFramework = FRAMEWORK_FIELD
     max_load: Annotated[float, Field(gt=0, lt=1)] = Field(0.85, description="Highest utilisation a replica's prefill queue or batch slots may run at.")
+    dp_attention: Literal["auto", "on", "off"] = Field(
+        "auto", description="Attention data parallelism (as SGLang and vLLM run DeepSeek): each of the tp ranks runs the "
+        "whole attention for its own 1/tp of the sequences, experts spread over all ranks (ep = tp) with an all-to-all "
+        "per MoE layer. auto: searched beside plain TP for MoE models; on: only DP-attention splits; off: none.")
+    expert_skew: Annotated[float, Field(ge=0, le=4, allow_inf_nan=False)] = Field(
+        0.0, description="Routing skew of MoE models: Zipf exponent s of expert popularity, p_e ∝ e^(−s) (0 = uniform "
+        "routing, the default). The hottest expert-parallel rank sets the MoE time.", examples=[0.0])
+    mtp: bool = Field(False, description="Draft with the model's multi-token-prediction modules (speculative decoding; "
+                      "off by default). Each step verifies 1 + drafts tokens per sequence and runs the MTP modules.")
+    mtp_acceptance_rate: Fraction | None = Field(
+        None, description=f"With mtp: probability that a draft token is accepted given the earlier ones were (default "
+        f"{DEFAULT_MTP_ACCEPTANCE}, the lower end of DeepSeek-V3's reported 85–90 %).")
 
     @field_validator("tp", "pp", "batch", "ep")
     @classmethod
@@ -93,102 +114,21 @@ def _price(req: DeploymentPlanRequest, lookup: Lookup, hw_id: str, res: Result) 
     return stored_device_price(lookup, hw_id, res)
 
 
-def _link_fits(lookup: Lookup, hw, link_id: str | None):
-    """(fits, link id): measured all-reduce fits of the TP link, or None with the link's datasheet rate."""
-    lid = link_id or (hw.links[0] if hw.links else None)
-    if lid is None:
-        return None, None, None
-    fits = measured_link_fits(lookup, lid, hw.id)
-    bw = None
-    if not fits:
-        try:
-            bw = record(lookup, "link", lid, "interconnect").value("one_way_bytes_per_s", required=False)
-        except CalcInputError:
-            bw = None
-    return fits, lid, bw
-
-
-def _allreduce_s(fits, bw, tp: np.ndarray, message_bytes: np.ndarray) -> np.ndarray:
-    """One ring all-reduce of `message_bytes` over `tp` ranks (0 for tp = 1)."""
-    t = np.zeros(np.broadcast(tp, message_bytes).shape)
-    tp_b, m_b = np.broadcast_arrays(tp, message_bytes)
-    for p in np.unique(tp_b):
-        if p <= 1:
-            continue
-        sel = tp_b == p
-        if fits:
-            f, _ = fit_for(fits, int(p))
-            t[sel] = f.start_up_s + m_b[sel] / f.algorithm_bytes_per_s
-        elif bw:
-            t[sel] = 2 * (p - 1) / p * m_b[sel] / bw
-    return t
-
-
-# --------------------------------------------------------------------------- queueing
-
-def _p90_wait(rho: np.ndarray, service: np.ndarray) -> np.ndarray:
-    """90th-percentile queueing wait with the M/M/1 tail, P(W > t) = ρ·e^(−(1−ρ)t/S): a conservative stand-in for
-    M/D/1 (deterministic service queues less)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w = np.where(rho > 0.1, np.log(10 * rho) * service / (1 - rho), 0.0)
-    return np.where(rho < 1, np.maximum(w, 0.0), np.inf)
-
-
-def _max_load_for_ttft(t_p: np.ndarray, target: float, cap: float) -> np.ndarray:
-    """Largest prefill utilisation ρ ≤ cap with t_p + p90 wait(ρ) ≤ target (bisection, vectorised); 0 when none."""
-    lo = np.zeros_like(t_p)
-    hi = np.full_like(t_p, cap)
-    ok_hi = t_p + _p90_wait(hi, t_p) <= target
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        ok = t_p + _p90_wait(mid, t_p) <= target
-        lo = np.where(ok, mid, lo)
-        hi = np.where(ok, hi, mid)
-    rho = np.where(ok_hi, cap, lo)
-    return np.where(t_p < target, rho, 0.0)
-
-
 # --------------------------------------------------------------------------- one hardware
 
-def _weight_formats(rec, weight_format):
-    """(component → format, the name of the main format): the request's one format, else the shipped ones."""
-    if weight_format is not None:
-        fmt = resolve_format(weight_format, "weight_format")
-        return (lambda c: fmt), fmt.name
-    shipped = shipped_weight_formats(rec.weight_dtype)
-    if shipped is None:
-        return (lambda c: FORMATS["bf16"]), "bf16"
-    return shipped.for_component, shipped.main.name
-
-
-def _link_time(fits, bw, tp: np.ndarray, step_ops_list) -> np.ndarray:
-    """Seconds of a step's collectives over the TP link (all-to-alls timed as all-reduces of the same bytes)."""
-    t = 0.0
-    for op in step_ops_list:
-        if op.kind in ("allreduce", "alltoall"):
-            t = t + op.count * _allreduce_s(fits, bw, np.asarray(op.shape.get("gpus", tp)), np.asarray(op.shape["bytes"]))
-    return t
-
-
-def _evaluate(req, lookup: Lookup, res: Result, rec: dict, lay, groups, hw_id: str, mode_list: list[str],
-              derate: dict) -> list[dict]:
-    """Every configuration of one hardware. `derate` carries the median measured/bound ratios of the measured
-    hardware evaluated before (filled here when this one is measured; applied here when it is not)."""
+def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_list: list[str], derate: dict, tab,
+              search: dict) -> list[dict]:
+    """Every configuration of one hardware, from the search's stacked step table `tab`. `derate` carries the median
+    measured/bound ratios of the measured hardware evaluated before (filled here when this one is measured; applied
+    here when it is not)."""
     hw = hardware_spec(lookup, hw_id, "hardware")
     note_scope(res, hw)
     if hw.memory_bytes is None or hw.memory_bandwidth_bytes_per_s is None:
         raise CalcInputError("hardware", f"{hw_id} has no sourced per-device memory or bandwidth")
     usable = float(usable_memory_bytes(hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
     price, price_note = _price(req, lookup, hw_id, res)
-    fits_link, link_id, link_bw = _link_fits(lookup, hw, (req.interconnect or {}).get(hw_id))
-    wfun, wname = _weight_formats(rec, req.weight_format)
-    kfmt = resolve_format(req.kv_format, "kv_format", "bf16")
-    ctx_end = req.input_tokens + req.output_tokens
-    ctx_mean = req.input_tokens + req.output_tokens // 2
-    prefill_tokens = max(1, int(round(req.input_tokens * (1 - req.prefix_hit_rate))))
+    fits_link, link_id, link_bw = link_fits(lookup, hw, (req.interconnect or {}).get(hw_id))
     rates = rates_from_spec(hw)
-
-    # measured system, if any
     system = None
     sys_name = measured_system_of(lookup, hw_id) if req.estimate != "bound" else None
     if sys_name:
@@ -199,86 +139,57 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, lay, groups, hw_id: s
     if req.estimate == "measured" and system is None:
         raise CalcInputError("estimate", f"no measured kernels for {hw_id}; use estimate='bound'")
 
-    experts = lay.experts or 0
-    ep_list = req.ep if req.ep is not None else ([1] + list(req.tp) if experts else [1])
-    T, Q, E, B = np.meshgrid(np.asarray(req.tp), np.asarray(req.pp), np.asarray(sorted(set(ep_list))),
-                             np.asarray(req.batch), indexing="ij")
-    T, Q, E, B = (a.ravel().astype(np.int64) for a in (T, Q, E, B))
-    keep = (E == 1) if experts == 0 else ((E == 1) | ((experts % E == 0) & (T % E == 0)))
-    T, Q, E, B = T[keep], Q[keep], E[keep], B[keep]
-
-    # validity and weights per device, per split (tp, ep, pp)
-    reasons = np.full(T.shape, "", dtype=object)
-    w_dev = np.zeros(T.shape)
-    for t, e, q in {(int(t), int(e), int(q)) for t, e, q in zip(T, E, Q)}:
-        sel = (T == t) & (E == e) & (Q == q)
-        split = Split(tp=t, ep=e, pp=q)
-        why = split_problems(lay, split)
-        reasons[sel] = why[0] if why else ""
-        w_dev[sel] = weight_bytes_per_rank(lay, split, wfun)["per_rank"]
-    valid = reasons == ""
-
-    # KV per device
-    kv_dev = np.zeros(T.shape)
-    for p in np.unique(T):
-        sel = T == p
-        kv_dev[sel] = float(kv_sizes(groups, kfmt, FORMATS["fp32"], np.asarray(ctx_end), tp=int(p)).device_bytes_per_request)
-    kv_dev = kv_dev / Q
-    mem_dev = w_dev + B * kv_dev
+    # the rows: split × pipeline stages × batch, and where each sits in the stacked decode (split × batch) list
+    g = search["grid"]
+    T, Q, E, D, B, valid, reasons = g["T"], g["Q"], g["E"], g["D"], g["B"], g["valid"], g["reasons"]
+    di, pi = g["decode_at"], g["prefill_at"]
+    w_dev, kv_dev, reqs = g["w_dev"], g["kv_dev"], g["requests_on_rank"]
+    mem_dev = w_dev + reqs * kv_dev
     fits = mem_dev <= usable
     reasons = np.where(valid & ~fits, "does not fit in device memory", reasons)
 
-    # the step model, per split: bound and (where measured) measured estimate of decode and prefill
-    tpot_bound = np.full(T.shape, np.inf)
-    t_prefill_bound = np.full(T.shape, np.inf)
-    comm_t = np.zeros(T.shape)
-    pf_comm = np.zeros(T.shape)
-    meas_tpot = np.full(T.shape, np.nan)
-    meas_pf = np.full(T.shape, np.nan)
+    # the step model on this hardware: bound, link time and (where measured) the measured kernels
+    if tab.decode is None:          # no valid split: every row carries its reason
+        dec_b = pre_b = dec_c = pre_c = np.zeros(1)
+        system = None
+    else:
+        dec_b = np.asarray(bound_of(tab.decode_kernels, rates).total_s)
+        pre_b = np.asarray(bound_of(tab.prefill_kernels, rates).total_s)
+        dec_c = link_time(fits_link, link_bw, tab.decode)
+        pre_c = link_time(fits_link, link_bw, tab.prefill)
     hand_bw = link_bw or (fits_link[0].algorithm_bytes_per_s if fits_link else hw.memory_bandwidth_bytes_per_s)
-    hand_t = (Q - 1) * (B * lay.d * 2.0 / hand_bw)
+    hand_t = (Q - 1) * (B * search["tokens_per_seq"] * lay.d * 2.0 / hand_bw)
+    comm_t = np.where(valid, dec_c[di] + hand_t, 0.0)
+    pf_comm = np.where(valid, pre_c[pi], 0.0)
+    step_bound = np.where(valid, dec_b[di] + comm_t, np.inf)
+    t_prefill_bound = np.where(valid, pre_b[pi] + pf_comm, np.inf)
     fw = None
-    for t, e in {(int(t), int(e)) for t, e, v in zip(T, E, valid) if v}:
-        sel = (T == t) & (E == e) & valid
-        split = Split(tp=t, ep=e)
-        bs = np.unique(B[sel])
-        idx = np.searchsorted(bs, B[sel])
-        dec = step_ops(lay, "decode", bs, 1, ctx_mean, split, wfun, kfmt)
-        pre = step_ops(lay, "prefill", 1, prefill_tokens, 0, split, wfun, kfmt)
-        tpot_bound[sel] = bound_of(dec, rates).total_s[idx]
-        t_prefill_bound[sel] = float(bound_of(pre, rates).total_s)
-        comm_t[sel] = np.broadcast_to(_link_time(fits_link, link_bw, np.asarray(t), dec.ops), bs.shape)[idx]
-        pf_comm[sel] = float(np.sum(_link_time(fits_link, link_bw, np.asarray(t), pre.ops)))
-        if system is not None:
-            try:
-                md, mp = measured_of(dec, system, req.framework), measured_of(pre, system, req.framework)
-            except CalcInputError as exc:
-                if req.estimate == "measured":
-                    raise CalcInputError("estimate", f"{hw_id}: {exc.message}; use estimate='bound'") from None
-                res.assume(f"{hw_id}: no measured estimate ({exc.message}); its step times are calibrated bounds.")
-                system = None
-                continue
-            meas_tpot[sel] = (np.asarray(md.total_s) - np.asarray(md.comm_s))[idx]
-            meas_pf[sel] = float(np.asarray(mp.total_s) - np.asarray(mp.comm_s))
+    if system is not None:
+        try:
+            md, mp = (measured_of(tab.decode_kernels, system, req.framework),
+                      measured_of(tab.prefill_kernels, system, req.framework))
             fw = f"{md.framework} {md.version}"
-    tpot_bound = tpot_bound + comm_t + hand_t
-    t_prefill_bound = t_prefill_bound + pf_comm
+        except CalcInputError as exc:
+            if req.estimate == "measured":
+                raise CalcInputError("estimate", f"{hw_id}: {exc.message}; use estimate='bound'") from None
+            res.assume(f"{hw_id}: no measured estimate ({exc.message}); its step times are calibrated bounds.")
+            system = None
 
-    tpot, t_prefill, source = tpot_bound, t_prefill_bound, "bound (step model: peak rates, touched experts, link α–β)"
+    step, t_prefill, source = step_bound, t_prefill_bound, "bound (step model: peak rates, touched experts, link α–β)"
     if system is not None and fw is not None:
-        tpot = np.where(valid, meas_tpot + comm_t + hand_t, np.inf)
-        t_prefill = np.where(valid, meas_pf + pf_comm, np.inf)
+        step = np.where(valid, np.asarray(md.total_s)[di] + comm_t, np.inf)
+        t_prefill = np.where(valid, np.asarray(mp.total_s)[pi] + pf_comm, np.inf)
         source = f"measured ({fw} kernels on {system.name}, step model per split)"
         ok = valid & fits
         if ok.any():
-            derate.setdefault("tpot", []).append(float(np.median(tpot[ok] / tpot_bound[ok])))
+            derate.setdefault("tpot", []).append(float(np.median(step[ok] / step_bound[ok])))
             derate.setdefault("prefill", []).append(float(np.median(t_prefill[ok] / t_prefill_bound[ok])))
             derate.setdefault("from", []).append(hw_id)
     elif derate.get("tpot"):
         # no measured kernels here: scale the bound by what measured hardware in this plan showed, so that
         # measured and unmeasured devices compete on the same footing
         k_tpot, k_pf = float(np.median(derate["tpot"])), float(np.median(derate["prefill"]))
-        tpot, t_prefill = tpot_bound * k_tpot, t_prefill_bound * k_pf
+        step, t_prefill = step_bound * k_tpot, t_prefill_bound * k_pf
         source = (f"bound × {num(k_tpot, 3)} (decode) and × {num(k_pf, 3)} (prefill): the median measured/bound ratios of "
                   f"{', '.join(derate['from'])} in this plan, as {hw_id} has no measured kernels")
         res.assume(f"{hw_id} has no measured kernels: its step times are its peak-rate bounds scaled by the median "
@@ -286,58 +197,46 @@ def _evaluate(req, lookup: Lookup, res: Result, rec: dict, lay, groups, hw_id: s
     else:
         res.assume(f"{hw_id}: step times are peak-rate bounds (no measured kernels to calibrate them): optimistic, "
                    "typically by 1.3–1.9× at decode.")
-    tpot = np.where(valid, tpot, np.inf)
-    t_prefill = np.where(valid, t_prefill, np.inf)
-
+    a = dict(T=T, Q=Q, E=E, D=D, B=B, valid=valid, fits=fits, reasons=reasons, mem=mem_dev, w=w_dev, kv=reqs * kv_dev,
+             step=step, tpot=step / search["tokens_per_step"], t_p=t_prefill)
+    const = {"step_source": source, "price_source": price_note, "link": link_id,
+             "tokens_per_step": search["tokens_per_step"], "priced": price is not None}
     plans = []
     if "aggregated" in mode_list:
-        plans.extend(_aggregated(req, hw_id, price, T, Q, E, B, valid, fits, reasons, mem_dev, w_dev, kv_dev, tpot, t_prefill))
+        plans.extend(_aggregated(req, hw_id, price, a, const))
     if "disaggregated" in mode_list:
-        plans.extend(_disaggregated(req, hw, price, fits_link, link_bw, T, Q, E, B, valid, fits, reasons, mem_dev, w_dev,
-                                    kv_dev, tpot, t_prefill, groups, kfmt))
-    for plan in plans:
-        plan.update(step_source=source, price_source=price_note, link=link_id)
+        plans.extend(_disaggregated(req, hw, price, fits_link, link_bw, a, const, search["kv_request"]))
     return plans
 
 
-def _col(a) -> list:
-    """An array as a JSON-able list: floats, with null where not finite."""
-    a = np.asarray(a, dtype=float)
-    return np.where(np.isfinite(a), a, None).tolist()
+def _grid(req, lay, tab) -> dict:
+    """The hardware-independent columns of every row: split × pp × batch, validity, weights and KV per device."""
+    n_s, nb, pp = len(tab.splits), tab.batches.size, np.asarray(req.pp)
+    S, Qi, Bi = (x.ravel() for x in np.meshgrid(np.arange(n_s), np.arange(pp.size), np.arange(nb), indexing="ij"))
+    T = np.asarray([s.tp for s in tab.splits])[S]
+    E = np.asarray([s.ep for s in tab.splits])[S]
+    D = np.asarray([s.dp_attention for s in tab.splits], dtype=bool)[S]
+    Q, B = pp[Qi], tab.batches[Bi].astype(np.int64)
+    why = np.full((n_s, pp.size), "", dtype=object)
+    w = np.zeros((n_s, pp.size))
+    for i, s in enumerate(tab.splits):
+        for j, q in enumerate(pp.tolist()):
+            problems = split_problems(lay, Split(s.tp, s.ep, q, s.dp_attention))
+            why[i, j] = problems[0] if problems else ""
+            w[i, j] = tab.weights[(i, q)]
+    pos = np.maximum(tab.stack_pos, 0)
+    reasons = why[S, Qi]
+    return {"T": T, "Q": Q, "E": E, "D": D, "B": B, "reasons": reasons, "valid": reasons == "",
+            "w_dev": w[S, Qi], "kv_dev": tab.kv_per_request[S] / Q + tab.mtp_kv_per_request[S],
+            "requests_on_rank": np.where(D, np.ceil(B / T), B),
+            "decode_at": pos[S] * nb + Bi, "prefill_at": pos[S]}
 
 
-_ROW_BUILDERS: dict[tuple[str, ...], object] = {}
-
-
-def _rows(columns: dict[str, list], n: int) -> list[dict]:
-    """Column lists → one dict per configuration (the contract's shape). The comprehension is a dict display
-    generated once per set of keys: about twice as fast as dict(zip(...)) per row, which matters at 10^4 rows."""
-    if not n:
-        return []
-    keys = tuple(columns)
-    build = _ROW_BUILDERS.get(keys)
-    if build is None:
-        names = [f"c{i}" for i in range(len(keys))]
-        body = ", ".join(f"{k!r}: {v}" for k, v in zip(keys, names))
-        build = eval(f"lambda cols: [{{{body}}} for {', '.join(names)}, in zip(*cols)]")  # noqa: S307 - keys are ours
-        _ROW_BUILDERS[keys] = build
-    return build([columns[k] for k in keys])
-
-
-def _money(price, devices, lam, req):
-    """$/h, $ per million output tokens and per million total tokens (arrays; NaN without a price)."""
-    if price is None:
-        nan = np.full(np.shape(devices), np.nan)
-        return nan, nan, nan
-    per_h = devices * price
-    return (per_h, per_h / (lam * req.output_tokens * 3600.0) * 1e6,
-            per_h / (lam * (req.input_tokens + req.output_tokens) * 3600.0) * 1e6)
-
-
-def _aggregated(req, hw_id, price, T, Q, E, B, valid, fits, reasons, mem_dev, w_dev, kv_dev, tpot, t_p) -> list[dict]:
+def _aggregated(req, hw_id, price, a: dict, const: dict) -> list[dict]:
     lam = req.requests_per_s
+    T, Q, B, tpot, t_p, valid, fits = a["T"], a["Q"], a["B"], a["tpot"], a["t_p"], a["valid"], a["fits"]
     slots = B * Q
-    rho_ttft = _max_load_for_ttft(t_p, req.ttft_s, req.max_load)
+    rho_ttft = max_load_for_ttft(t_p, req.ttft_s, req.max_load)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho_tpot = np.clip(1.0 - tpot / req.tpot_s, 0.0, req.max_load)
         rho = np.minimum(rho_ttft, rho_tpot)
@@ -347,52 +246,50 @@ def _aggregated(req, hw_id, price, T, Q, E, B, valid, fits, reasons, mem_dev, w_
         finite = np.isfinite(replicas)
         rho_real = np.where(finite, lam * t_p / np.where(finite, replicas, 1.0), np.inf)
         tpot_eff = np.where(rho_real < 1, tpot / (1 - rho_real), np.inf)
-        ttft = t_p + _p90_wait(rho_real, t_p)
+        ttft = t_p + p90_wait(rho_real, t_p)
         devices = np.where(finite & valid & fits, replicas * T * Q, np.nan)   # no cost for what cannot run
         per_dev = lam * req.output_tokens / devices
         per_user = np.where(np.isfinite(tpot_eff) & (tpot_eff > 0), 1.0 / tpot_eff, 0.0)
     meets = valid & fits & finite & (ttft <= req.ttft_s * (1 + 1e-9)) & (tpot_eff <= req.tpot_s * (1 + 1e-9))
-    fail = np.where(~valid | ~fits, reasons, np.where(t_p >= req.ttft_s, "prefill alone exceeds the TTFT SLO",
+    fail = np.where(~valid | ~fits, a["reasons"], np.where(t_p >= req.ttft_s, "prefill alone exceeds the TTFT SLO",
                     np.where(tpot >= req.tpot_s, "the decode step alone exceeds the TPOT SLO",
                              np.where(~meets, "SLOs not met at any load", ""))))
-    cost_h, cost_m, cost_t = _money(price, devices, lam, req)
+    cost_h, cost_m, cost_t = money(price, devices, lam, req)
     n = T.size
-    mem = [{"weights": w, "kv": k, "total": t} for w, k, t in zip(w_dev.tolist(), (B * kv_dev).tolist(), mem_dev.tolist())]
-    return _rows({
-        "hardware": [hw_id] * n, "mode": ["aggregated"] * n, "tp": T.tolist(), "pp": Q.tolist(), "ep": E.tolist(),
+    mem = [{"weights": w, "kv": k, "total": t} for w, k, t in zip(a["w"].tolist(), a["kv"].tolist(), a["mem"].tolist())]
+    return rows({
+        "tp": T.tolist(), "pp": Q.tolist(), "ep": a["E"].tolist(), "dp_attention": a["D"].tolist(),
         "batch": B.tolist(), "replicas": [int(r) if f else None for r, f in zip(replicas.tolist(), finite.tolist())],
         "total_devices": [int(d) if np.isfinite(d) else None for d in devices.tolist()],
-        "ttft_s": _col(ttft), "tpot_s": _col(tpot_eff), "prefill_s": _col(t_p), "decode_step_s": _col(tpot),
-        "tokens_per_s_per_device": _col(per_dev), "tokens_per_s_per_user": _col(per_user),
+        "ttft_s": col(ttft), "tpot_s": col(tpot_eff), "prefill_s": col(t_p), "decode_step_s": col(a["step"]),
+        "tokens_per_s_per_device": col(per_dev), "tokens_per_s_per_user": col(per_user),
         "memory_per_device_bytes": mem, "fits": (fits & valid).tolist(), "meets_slo": meets.tolist(),
-        "priced": [price is not None] * n, "cost_per_hour_usd": _col(cost_h), "cost_per_mtok_usd": _col(cost_m),
-        "cost_per_mtok_total_usd": _col(cost_t), "prefill_load": _col(rho_real),
+        "cost_per_hour_usd": col(cost_h), "cost_per_mtok_usd": col(cost_m),
+        "cost_per_mtok_total_usd": col(cost_t), "prefill_load": col(rho_real),
         "reason": [r or None for r in fail.tolist()],
-    }, n)
+    }, n, {"hardware": hw_id, "mode": "aggregated", **const})
 
 
-def _disaggregated(req, hw, price, fits_link, link_bw, T, Q, E, B, valid, fits, reasons, mem_dev, w_dev, kv_dev, tpot,
-                   t_p, groups, kfmt) -> list[dict]:
+def _disaggregated(req, hw, price, fits_link, link_bw, a: dict, const: dict, kv_request: float) -> list[dict]:
     """Separate prefill and decode pools of the same hardware (pp = 1), KV shipped between them over the link."""
     lam = req.requests_per_s
-    sel = Q == 1
-    T, E, B, valid, fits, reasons, mem_dev, w_dev, kv_dev, tpot, t_p = (a[sel] for a in (T, E, B, valid, fits, reasons, mem_dev,
-                                                                                        w_dev, kv_dev, tpot, t_p))
-    kv_request = float(kv_sizes(groups, kfmt, FORMATS["fp32"], np.asarray(req.input_tokens)).bytes_per_request)
+    sel = a["Q"] == 1
+    T, E, D, B, valid, fits, reasons, mem_dev, w_dev, kv_dev, step, tpot, t_p = (
+        a[k][sel] for k in ("T", "E", "D", "B", "valid", "fits", "reasons", "mem", "w", "kv", "step", "tpot", "t_p"))
     xfer_bw = link_bw or (fits_link[0].algorithm_bytes_per_s if fits_link else None)
     xfer = kv_request / xfer_bw if xfer_bw else 0.0
-    # the prefill pool: of the TP degrees that fit, the one needing the fewest devices for the TTFT SLO
+    # the prefill pool: of the splits that fit, the one needing the fewest devices for the TTFT SLO
     ok = valid & fits
-    rho_p = _max_load_for_ttft(t_p, req.ttft_s - xfer, req.max_load)
+    rho_p = max_load_for_ttft(t_p, req.ttft_s - xfer, req.max_load)
     with np.errstate(divide="ignore", invalid="ignore"):
         pf_need = np.where((rho_p > 0) & ok, np.ceil(lam * t_p / rho_p - 1e-9) * T, np.inf)
     pf = None
     if np.isfinite(pf_need).any():
         i = int(np.argmin(pf_need))
         r_p = int(math.ceil(lam * t_p[i] / rho_p[i] - 1e-9))
-        wait = float(_p90_wait(np.asarray(lam * t_p[i] / r_p), np.asarray(t_p[i])))
-        pf = {"tp": int(T[i]), "replicas": r_p, "devices": r_p * int(T[i]), "prefill_s": float(t_p[i]),
-              "kv_transfer_s": xfer, "ttft_s": float(t_p[i]) + wait + xfer}
+        wait = float(p90_wait(np.asarray(lam * t_p[i] / r_p), np.asarray(t_p[i])))
+        pf = {"tp": int(T[i]), "dp_attention": bool(D[i]), "replicas": r_p, "devices": r_p * int(T[i]),
+              "prefill_s": float(t_p[i]), "kv_transfer_s": xfer, "ttft_s": float(t_p[i]) + wait + xfer}
     with np.errstate(divide="ignore", invalid="ignore"):
         r_d = np.where(ok, np.ceil(lam * req.output_tokens * tpot / (B * req.max_load) - 1e-9), np.nan)
         d_dev = r_d * T
@@ -402,25 +299,23 @@ def _disaggregated(req, hw, price, fits_link, link_bw, T, Q, E, B, valid, fits, 
     meets = ok & tpot_ok & (pf is not None and pf["ttft_s"] <= req.ttft_s * (1 + 1e-9))
     reason = np.where(~ok, reasons, np.where(~tpot_ok, "the decode step alone exceeds the TPOT SLO",
                       np.where(~meets, "no prefill pool meets the TTFT SLO", "")))
-    cost_h, cost_m, cost_t = _money(price, devices, lam, req)
+    cost_h, cost_m, cost_t = money(price, devices, lam, req)
     n = T.size
-    mem = [{"weights": w, "kv": k, "total": t} for w, k, t in zip(w_dev.tolist(), (B * kv_dev).tolist(), mem_dev.tolist())]
+    mem = [{"weights": w, "kv": k, "total": t} for w, k, t in zip(w_dev.tolist(), kv_dev.tolist(), mem_dev.tolist())]
     reps = [int(r) if np.isfinite(r) else None for r in r_d.tolist()]
     ddev = [int(d) if np.isfinite(d) else None for d in d_dev.tolist()]
-    return _rows({
-        "hardware": [hw.id] * n, "mode": ["disaggregated"] * n, "tp": T.tolist(), "pp": [1] * n, "ep": E.tolist(),
-        "batch": B.tolist(), "replicas": reps,
+    return rows({
+        "tp": T.tolist(), "ep": E.tolist(), "dp_attention": D.tolist(), "batch": B.tolist(), "replicas": reps,
         "total_devices": [int(d) if np.isfinite(d) else None for d in devices.tolist()],
-        "ttft_s": [pf["ttft_s"] if pf else None] * n, "tpot_s": _col(tpot), "decode_step_s": _col(tpot),
-        "prefill_s": [pf["prefill_s"] if pf else None] * n, "tokens_per_s_per_device": _col(per_dev),
-        "tokens_per_s_per_user": _col(1.0 / tpot), "memory_per_device_bytes": mem, "fits": ok.tolist(),
-        "meets_slo": np.asarray(meets).tolist(), "priced": [price is not None] * n,
-        "cost_per_hour_usd": _col(cost_h), "cost_per_mtok_usd": _col(cost_m), "cost_per_mtok_total_usd": _col(cost_t),
-        "prefill_pool": [pf] * n,
+        "tpot_s": col(tpot), "decode_step_s": col(step), "tokens_per_s_per_device": col(per_dev),
+        "tokens_per_s_per_user": col(1.0 / tpot), "memory_per_device_bytes": mem, "fits": ok.tolist(),
+        "meets_slo": np.asarray(meets).tolist(), "cost_per_hour_usd": col(cost_h), "cost_per_mtok_usd": col(cost_m),
+        "cost_per_mtok_total_usd": col(cost_t),
         "decode_pool": [{"tp": t, "batch": b, "replicas": r, "devices": d} for t, b, r, d in zip(T.tolist(), B.tolist(), reps, ddev)],
         "ratio": [f"{pf['devices']} prefill : {d} decode" if (pf and d) else None for d in ddev],
         "reason": [r or None for r in reason.tolist()],
-    }, n)
+    }, n, {"hardware": hw.id, "mode": "disaggregated", "pp": 1, "ttft_s": pf["ttft_s"] if pf else None,
+           "prefill_s": pf["prefill_s"] if pf else None, "prefill_pool": pf, **const})
 
 
 # --------------------------------------------------------------------------- the answer
@@ -471,6 +366,78 @@ def _nothing_meets(plans: list[dict], req) -> str:
     return "; ".join(parts) or "No configuration meets both SLOs at any load: relax ttft_s or tpot_s."
 
 
+def _search(req, res: Result, rec, lay, groups, name: str) -> tuple[object, dict]:
+    """The hardware-independent part of a plan: the splits, the stacked step table, the grid of rows, MTP yield."""
+    if req.dp_attention == "on" and not dp_meaningful(lay):
+        raise CalcInputError("dp_attention", f"{name} is not a MoE model: attention data parallelism (experts spread over "
+                             "the ranks) is searched for MoE models only; use 'auto' or 'off'")
+    if req.mtp and not lay.mtp_layers:
+        raise CalcInputError("mtp", f"{name} ships no multi-token-prediction module (num_nextn_predict_layers is 0 or "
+                             "absent); leave mtp off")
+    splits = search_splits(lay, req.tp, req.ep, req.dp_attention)
+    if not splits:
+        raise CalcInputError("dp_attention" if req.dp_attention == "on" else "ep",
+                             "no split to search: DP attention needs a tp > 1 that is also listed in ep and divides the "
+                             "experts" if req.dp_attention == "on" else "no expert-parallel degree divides the experts and tp")
+    drafts = lay.mtp_layers if req.mtp else 0
+    wfun, _ = weight_formats(rec, req.weight_format)
+    kfmt = resolve_format(req.kv_format, "kv_format", "bf16")
+    ctx_end = req.input_tokens + req.output_tokens
+    ctx_mean = req.input_tokens + req.output_tokens // 2
+    prefill_tokens = max(1, int(round(req.input_tokens * (1 - req.prefix_hit_rate))))
+    skew = req.expert_skew if lay.moe_layers else 0.0
+    tab = step_table(lay, groups, splits, req.pp, req.batch, ctx_mean, ctx_end, prefill_tokens, wfun,
+                     (repr(req.weight_format), str(rec.weight_dtype)), kfmt, skew, drafts)
+    alpha = req.mtp_acceptance_rate if req.mtp_acceptance_rate is not None else DEFAULT_MTP_ACCEPTANCE
+    per_step = mtp_tokens_per_step(alpha, drafts) if drafts else 1.0
+    kv_request = float(kv_sizes(groups, kfmt, FORMATS["fp32"], np.asarray(req.input_tokens)).bytes_per_request)
+    _state_search(req, res, lay, name, drafts, alpha, per_step, skew)
+    return tab, {"grid": _grid(req, lay, tab), "tokens_per_step": per_step, "tokens_per_seq": 1 + drafts,
+                 "kv_request": kv_request}
+
+
+def _state_search(req, res: Result, lay, name: str, drafts: int, alpha: float, per_step: float, skew: float) -> None:
+    """The assumptions of the search's options: DP attention, routing skew, MTP (each said, on or off)."""
+    if dp_meaningful(lay) and req.dp_attention != "off":
+        res.assume(("DP attention " + ("only" if req.dp_attention == "on" else "searched beside plain TP") + ": each of the "
+                    "tp ranks runs the whole attention (weights replicated) for ceil(batch/tp) sequences and keeps their "
+                    "whole KV; the experts are spread over all tp ranks (ep = tp) and tokens reach them by an all-to-all "
+                    "dispatch and combine per MoE layer (timed on the TP link, the hottest rank's bytes); shared experts "
+                    "run replicated on each rank's own tokens; dense layers gather every rank's tokens, run sliced over "
+                    "tp and scatter back (one all-reduce's traffic). dp = tp: the attention groups are one rank each."))
+    elif dp_meaningful(lay):
+        res.assume("DP attention: off (as asked).")
+    else:
+        res.assume(f"DP attention is not searched: {name} is not a MoE model, so it would only replicate the attention "
+                   "weights (plain TP splits the KV heads).")
+    if lay.moe_layers:
+        if skew > 0:
+            res.assume(f"Routing skew: expert popularity p_e ∝ e^(−{num(skew)}) (Zipf); a token's k distinct experts are "
+                       "drawn by successive sampling, expert e included with probability q_e ≈ 1 − exp(−t·p_e), Σq_e = k "
+                       "(Rosén's approximation); T tokens touch Σ 1 − (1 − q_e)^T experts. Experts are dealt round-robin to "
+                       "the expert ranks in order of popularity, and the hottest rank's tokens and touched experts set the "
+                       "MoE time (a placement by expert id, blind to load, would be worse).")
+        else:
+            res.assume("Routing: uniform over the experts (expert_skew 0); give expert_skew (a Zipf exponent) for skewed routing.")
+    elif req.expert_skew:
+        res.assume(f"expert_skew is ignored: {name} has no MoE layers.")
+    if drafts:
+        res.assume(f"MTP on: {name}'s {drafts} multi-token-prediction module(s) draft {drafts} token(s) per step; each step "
+                   f"verifies 1 + {drafts} positions per sequence and runs the module(s) once (over the prompt at prefill); "
+                   f"their weights and one layer of KV each are counted. Acceptance α = {num(alpha)} per draft token"
+                   + ("" if req.mtp_acceptance_rate is not None else " (default: the lower end of the 85–90 % acceptance of "
+                      "the second token reported by the DeepSeek-V3 Technical Report, arXiv:2412.19437 §5.4.3, for its own MTP "
+                      "module; other models' modules may accept less)")
+                   + f"; TPOT = step ÷ (1 + α + … + α^{drafts}) = step ÷ {num(per_step, 3)}.")
+        res.step("MTP tokens per step", "1 + α + … + α^drafts", " + ".join(["1"] + [f"{num(alpha)}^{i}" for i in range(1, drafts + 1)]),
+                 per_step, "tokens")
+    elif lay.mtp_layers:
+        res.assume(f"MTP: {name} ships {lay.mtp_layers} multi-token-prediction module(s); they are off (the default): one "
+                   "token per step. Pass mtp: true to draft with them.")
+    elif req.mtp_acceptance_rate is not None:
+        res.assume("mtp_acceptance_rate is ignored: mtp is off.")
+
+
 def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     rec = model_record(req, lookup, res)
@@ -478,32 +445,45 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     for note in lay.notes:
         res.assume(note)
     groups = groups_from_model(rec, res, "model")
+    name = rec.label
     modes = ["aggregated", "disaggregated"] if req.mode == "both" else [req.mode]
-    per_hw = len(req.tp) * len(req.pp) * len(req.batch) * (1 + len(req.tp) if lay.experts else 1)
-    n_configs = per_hw * len(req.hardware) * len(modes)
+    n_configs = (len(search_splits(lay, req.tp, req.ep, req.dp_attention)) * len(req.pp) * len(req.batch)
+                 * len(req.hardware) * len(modes))
     if n_configs > MAX_CONFIGURATIONS:
         raise CalcInputError("batch", f"{n_configs:,} configurations exceed {MAX_CONFIGURATIONS:,}; narrow tp, pp, batch or hardware", 413)
+    tab, search = _search(req, res, rec, lay, groups, name)
     plans: list[dict] = []
     derate: dict = {}
     order = sorted(req.hardware, key=lambda h: measured_system_of(lookup, h) is None)   # measured hardware first
-    for hw_id in order:
-        plans.extend(_evaluate(req, lookup, res, rec, lay, groups, hw_id, modes, derate))
+    # the rows are 10^4 fresh dicts and lists, none in a reference cycle: the cyclic collector would only walk them
+    # again and again while they are built (about a tenth of a large plan's time), so it waits until they are done
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        for hw_id in order:
+            plans.extend(_evaluate(req, lookup, res, lay, groups, hw_id, modes, derate, tab, search))
+    finally:
+        if collecting:
+            gc.enable()
+    for note in tab.notes:
+        if note not in lay.notes:
+            res.assume(note)
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
     headline = why = None
-    name = rec.label
     if best:
         extra = f", {best['ratio']}" if best["mode"] == "disaggregated" and best.get("ratio") else ""
+        split = f"TP {best['tp']}" + (f", EP {best['ep']}" if best["ep"] > 1 else "") + (", DP attention" if best["dp_attention"] else "")
         headline = (f"Serve {name} at {num(req.requests_per_s)} req/s on {best['total_devices']} × {best['hardware']} "
-                    f"({best['mode']}, TP {best['tp']}, PP {best['pp']}, batch {best['batch']}, {H.plural(best['replicas'], 'replica')}{extra}) "
+                    f"({best['mode']}, {split}, PP {best['pp']}, batch {best['batch']}, {H.plural(best['replicas'], 'replica')}{extra}) "
                     f"for {H.fmt_usd(best['cost_per_mtok_usd'])} per million output tokens "
                     f"({H.fmt_usd(best['cost_per_hour_usd'])}/h; TTFT p90 {H.fmt_seconds(best['ttft_s'])}, "
                     f"TPOT {H.fmt_seconds(best['tpot_s'])}).")
         why = _why(best, plans, req)
-        res.step("memory per device", "weights / (tp × pp) + replicated + batch × KV per request per rank",
+        res.step("memory per device", "weights / (tp × pp) + replicated + requests on the rank × KV per request per rank",
                  f"{fmt_bytes(best['memory_per_device_bytes']['weights'])} + {fmt_bytes(best['memory_per_device_bytes']['kv'])}",
                  best["memory_per_device_bytes"]["total"], "B")
-        res.step("decode step (TPOT)", best["step_source"], fmt_s(best["decode_step_s"]), best["decode_step_s"], "s")
+        res.step("decode step", best["step_source"], fmt_s(best["decode_step_s"]), best["decode_step_s"], "s")
         res.step("prefill", "one request's prompt on the prefill replica", fmt_s(best["prefill_s"] or 0), best["prefill_s"] or 0, "s")
         res.step("TTFT p90", "prefill + p90 queueing wait (M/M/1 tail)" + (" + KV transfer" if best["mode"] == "disaggregated" else ""),
                  fmt_s(best["ttft_s"]), best["ttft_s"], "s")
@@ -518,14 +498,16 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     headline = H.sentence(headline)
     res.headline = headline
     res.assume(
-        "TPOT is the decode step at the mean context (input + output/2); KV is sized at input + output tokens per request.",
+        "TPOT is the decode step at the mean context (input + output/2), divided by the tokens a step yields (1 without "
+        "MTP); KV is sized at input + output tokens per request.",
         "TTFT is compared at the 90th percentile: prefill plus the M/M/1 tail of the queueing wait at the replica's prefill "
         "load (conservative for near-deterministic prefill); in aggregated mode prefill time is taken from decode, "
         "stretching TPOT by 1/(1 − prefill load).",
         f"Replicas run at most {num(req.max_load * 100)} % of their batch slots and prefill capacity.",
         "Pipeline stages are traversed one after another per token (PP cuts memory, not TPOT) and hold `batch` sequences each.",
-        "Expert parallelism stays inside the TP group (ep divides tp): experts are placed whole instead of sliced, with the "
-        "same bytes per device; the token dispatch between expert ranks is not timed separately from the TP all-reduces.",
+        "Without DP attention, expert parallelism stays inside the TP group (ep divides tp): experts are placed whole instead "
+        "of sliced, with the same bytes per device; every rank holds every token after the TP all-reduce, so no dispatch "
+        "is needed.",
         "Disaggregated plans size the prefill pool for TTFT (with the KV transfer over the hardware's link) and the decode "
         "pool for TPOT and load, on the same hardware.",
         "Prices: the request's, else the lowest stored on-demand price per device-hour; a device without a price is "
@@ -538,12 +520,13 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
 
 def planner_series(request) -> Series:
     """The cost model's count of the configurations a request ranks, with the planner's own defaults for what it
-    leaves out: hardware × tp × pp × batch × expert-parallel degrees (the given ones, else 1 and each TP, as a MoE
-    model gets) × modes."""
+    leaves out: hardware × splits × pp × batch × modes, the splits counted for a MoE model (tp × expert-parallel
+    degrees, the given ones else 1 and each TP, plus a DP-attention split per tp > 1 that ep allows)."""
     tp = request_value(request, "tp") or DEFAULT_TP
     ep = request_value(request, "ep")
-    n = (len(request_value(request, "hardware") or DEFAULT_HARDWARE) * len(tp) * len(request_value(request, "pp") or DEFAULT_PP)
-         * len(request_value(request, "batch") or DEFAULT_BATCHES) * (len(ep) if ep else 1 + len(tp)))
+    splits = max(len(tp) * (len(ep) if ep else 1 + len(tp)), count_splits(list(tp), list(ep) if ep else None))
+    n = (len(request_value(request, "hardware") or DEFAULT_HARDWARE) * len(request_value(request, "pp") or DEFAULT_PP)
+         * len(request_value(request, "batch") or DEFAULT_BATCHES) * splits)
     modes = 1 if request_value(request, "mode") in ("aggregated", "disaggregated") else 2
     return Series(1, max(n * modes, 1), "configurations (every expert-parallel degree counted)", "batch",
                   narrow="tp, pp, ep, batch or hardware")
