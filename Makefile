@@ -37,6 +37,7 @@ test: install-test
 
 bench: install
 	$(PY) benchmarks/bench_calculators.py
+	$(PY) benchmarks/bench_planner.py
 
 # wrk against `casebook serve --workers 2`, mixed profile for LOAD_S seconds (see benchmarks/load.sh)
 LOAD_S ?= 60
