@@ -34,7 +34,8 @@ def _plan(d, lookup, estimate):
             "ep": [d.get("ep", 1)], "requests_per_s": 1, "input_tokens": d["context"] - 1, "output_tokens": 2,
             "ttft_s": 60, "tpot_s": 1, "mode": "aggregated", "estimate": estimate}
     rows = [c for c in _out("deployment-plan", body, lookup)["candidates"]
-            if (c["tp"], c["ep"], c["pp"], c["batch"]) == (d["tp"], d.get("ep", 1), 1, d["batch"])]
+            if (c["tp"], c["ep"], c["pp"], c["batch"]) == (d["tp"], d.get("ep", 1), 1, d["batch"])
+            and not c.get("dp_attention")]           # plain TP, not attention data parallelism
     assert len(rows) == 1
     return rows[0]["decode_step_s"]
 
