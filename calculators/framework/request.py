@@ -6,7 +6,7 @@ import contextvars
 import functools
 import types
 import typing
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo,
@@ -14,6 +14,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr,
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from calculators.framework import units
+from calculators.framework.vocabulary import SYNONYMS
 
 
 #: Largest number of points a single sweep may broadcast to (documented in the API).
@@ -117,6 +118,67 @@ class CalcRequest(BaseModel):
         if isinstance(data, dict) and "hf_config" in data:
             raise ValueError("unknown field 'hf_config': write the config.json object as `model_config`")
         return data
+
+    #: old name -> field, for a rename that holds in this request model only (the global ones are vocabulary.SYNONYMS)
+    renamed_fields: ClassVar[dict[str, str]] = {}
+    _renamed: tuple[tuple[str, str], ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _old_names(cls, data: Any, handler: Any) -> Any:
+        """A field's old name (a synonym of `vocabulary.SYNONYMS` or of `renamed_fields`) is read as the field; the
+        request remembers it so that the answer can say "`tensor_parallel` is now `tp`" (`renamed_notes`)."""
+        moved: tuple[tuple[str, str], ...] = ()
+        if isinstance(data, dict) and data:
+            data, moved = _rename(cls, data)
+        obj = handler(data)
+        if moved and isinstance(obj, CalcRequest):
+            obj._renamed = moved
+        return obj
+
+
+@functools.cache
+def _names(model: type[BaseModel]) -> frozenset[str]:
+    """Every name a body may use for a field of `model` (field names and aliases)."""
+    return frozenset([*model.model_fields, *(f.alias for f in model.model_fields.values() if f.alias)])
+
+
+def _rename(model: type[CalcRequest], data: dict) -> tuple[dict, tuple[tuple[str, str], ...]]:
+    """`data` with old field names replaced by the fields they now are, and the (old, new) pairs replaced."""
+    names = _names(model)
+    moved = []
+    for key in data:
+        if isinstance(key, str) and key not in names:
+            new = model.renamed_fields.get(key) or SYNONYMS.get(key)
+            if new in names:
+                if new in data:
+                    raise ValidationError.from_exception_data(model.__name__, [InitErrorDetails(
+                        type=PydanticCustomError("renamed_field", "`{old}` is the old name of `{new}`: give only `{new}`",
+                                                 {"old": key, "new": new}), loc=(key,), input=data[key])])
+                moved.append((key, new))
+    if not moved:
+        return data, ()
+    new_names = dict(moved)
+    return {new_names.get(k, k): v for k, v in data.items()}, tuple(moved)
+
+
+def renamed_notes(req: BaseModel) -> list[str]:
+    """One sentence per old field name a validated request (or any request object inside it) was given with."""
+    notes: list[str] = []
+    todo = [req]
+    while todo:
+        obj = todo.pop()
+        if not isinstance(obj, BaseModel):
+            continue
+        if isinstance(obj, CalcRequest):
+            notes += [f"`{old}` is now `{new}`: the old name is still read, but write `{new}`." for old, new in obj._renamed]
+        for name in type(obj).model_fields:
+            v = getattr(obj, name, None)
+            if isinstance(v, BaseModel):
+                todo.append(v)
+            elif isinstance(v, (list, tuple)) and v and isinstance(v[0], BaseModel):
+                todo.extend(v)
+    return list(dict.fromkeys(notes))
 
 
 #: set while a request's nested requests validate: the outermost one has read their unit strings already

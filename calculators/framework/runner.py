@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from calculators.framework import limits
 from calculators.framework.calculator import Calculator
 from calculators.framework.errors import CalcInputError, UnknownId
-from calculators.framework.request import CalcRequest, unit_notes
+from calculators.framework.request import CalcRequest, renamed_notes, unit_notes
 from calculators.framework.lookup import Lookup, ids_of, no_lookup
 from calculators.framework.result import Result
 from calculators.framework.registry import REGISTRY
@@ -301,7 +301,8 @@ def compute(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculato
     request = body if isinstance(body, calc.request_model) else calc.request_model.model_validate(body)
     limits.check(calc, request)      # bounded work: refuse (LimitExceeded, a 413) before any of it is done
     res = calc.compute(request, lookup)
-    notes = unit_notes(request)      # unit strings read, implausible bare numbers (warnings first)
+    notes = renamed_notes(request)   # old field names: read, and the answer says what they are now
+    notes = [*unit_notes(request), *notes]   # unit strings read, implausible bare numbers (warnings first)
     if notes:
         res.assumptions[:0] = notes
     return calc, request, res
