@@ -60,7 +60,7 @@ def special(name: str, calc, n: int) -> dict | None:
         body.pop("cascade", None)
         cands = body["candidates"]
         body["candidates"] = [dict(cands[i % len(cands)], name=f"c{i}",
-                                   cache_hit_rate=[(j % 100) / 100 for j in range(max(n // 20, 1))]) for i in range(5)]
+                                   prefix_hit_rate=[(j % 100) / 100 for j in range(max(n // 20, 1))]) for i in range(5)]
         return body
     if name == "deployment-plan":
         return dict(body, tp=[1, 2, 4, 8], pp=[1, 2], batch=list(range(1, max(n // 24, 2) + 1)))

@@ -79,7 +79,7 @@ def _headline(a: list[Any]) -> str:
 QUESTIONS: list[Question] = [
     Question("Do 16 requests of Llama-3.1-70B at 32k tokens in FP8 fit on 8 × H100 SXM?",
              steps(("kv_cache", {"model": "llama-3.1-70b", "tokens": 32768, "kv_format": "fp8", "requests": 16,
-                                 "tensor_parallel": 8, "hardware": "h100-sxm"})),
+                                 "tp": 8, "hardware": "h100-sxm"})),
              _headline),
     Question("Which tensor-parallel degree for Llama-3.1-70B on H100 over NVLink, and over a PCIe-class link?",
              steps(("parallel_split", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "interconnect": "nvlink4",
@@ -92,9 +92,9 @@ QUESTIONS: list[Question] = [
              lambda a: f"{a[-1]['outputs']['adapters_that_fit']:,} adapters — " + _headline(a)),
     Question("Which of two models is cheaper per successful task, a cheap one passing 60 % or a dear one passing 90 %?",
              steps(("routing_cost", {"tasks": 1000, "candidates": [
-                 {"name": "small", "price_per_mtok": {"input": 0.3, "output": 1.2},
+                 {"name": "small", "price_per_million_tokens_usd": {"input": 0.3, "output": 1.2},
                   "usage": {"new_input_tokens": 3000, "output_tokens": 800}, "pass_rate": 0.6},
-                 {"name": "large", "price_per_mtok": {"input": 3, "output": 15},
+                 {"name": "large", "price_per_million_tokens_usd": {"input": 3, "output": 15},
                   "usage": {"new_input_tokens": 3000, "output_tokens": 800}, "pass_rate": 0.9}]})),
              _headline),
     Question("Is it faster to ship a 45-megapixel RAW frame over a 20 Mbit/s uplink or to process it on the device in 4 s?",

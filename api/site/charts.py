@@ -10,7 +10,7 @@ Two steps, kept apart so that the markup stays in a template:
 
 Paths are dotted; a `*` fans out over a list (`candidates.*.cost_per_success`). The swept field
 `Chart.x` is a request field, either top level (`tokens`, `operation.m`) or inside a list of
-objects (`cache_hit_rate` inside every `candidates[i]`); in the second case each object is a series.
+objects (`prefix_hit_rate` inside every `candidates[i]`); in the second case each object is a series.
 """
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ from calculators.domain.requests import (
 from calculators.domain.hf_config import (
     ORDER, record_from_config,
 )
+from calculators.domain.model_sizes import MatrixParams, arch_matrix_params, matrix_params, weights_in_budget
 
 __all__ = [
     'ATTENTION', 'COMPRESSED', 'KNOWN_ATTENTION', 'LINEAR', 'LINEAR_KINDS', 'Layout', 'MLA', 'Mixer',
@@ -47,7 +48,7 @@ __all__ = [
     'ALIASES', 'AllReduceFit', 'Arch', 'Architecture', 'COMPONENTS', 'Count', 'DEFAULT_MEMORY_UTILIZATION',
     'DEFAULT_RUNTIME_RESERVE_BYTES', 'DTYPE_BYTES', 'Dim', 'ExpertCount', 'FORMATS', 'FORMAT_HELP', 'Fmt',
     'FormatField', 'FormatName', 'FormatSpec', 'GroupSpec', 'HardwareSpec', 'HeadCount', 'HeadDim', 'Heads',
-    'LayerGroup', 'Layers', 'LinkSpec', 'MEMORY_RULE', 'MLASpec', 'MODEL_CONFIG_FIELD', 'MoESpec', 'ModelRecord',
+    'LayerGroup', 'Layers', 'LinkSpec', 'MEMORY_RULE', 'MLASpec', 'MatrixParams', 'arch_matrix_params', 'matrix_params', 'weights_in_budget', 'MODEL_CONFIG_FIELD', 'MoESpec', 'ModelRecord',
     'ORDER', 'OptWidth', 'PRECISIONS', 'Peak', 'PosHeadDim', 'PricePerMtok', 'Record', 'SCOPES', 'SHAPE_FIELDS',
     'SHIPPED', 'SPLIT_ATTENTION', 'ShapeArchitecture', 'Sizes', 'Stream', 'StreamSpec', 'TransientModel',
     'TransientView', 'Vocab', 'WeightFormats', 'Width', 'alpha_assumption', 'arch_from_record', 'arch_from_request',

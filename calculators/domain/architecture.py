@@ -348,7 +348,7 @@ def groups_from_architecture(arch, loc: str = "architecture") -> list[GroupSpec]
         if g.state_heads and g.state_elements % g.state_heads:
             raise CalcInputError(f"{loc}.layer_groups.{i}.state_heads",
                                  f"state_elements {g.state_elements} is not a multiple of state_heads {g.state_heads}")
-        sf = resolve_format(g.state_dtype, f"{loc}.layer_groups.{i}.state_dtype") if g.state_dtype is not None else None
+        sf = resolve_format(g.state_format, f"{loc}.layer_groups.{i}.state_format") if g.state_format is not None else None
         streams = tuple(StreamSpec(s.name or ("kv" if g.kv_heads else f"stream {j}"), s.dim, s.window, s.ratio, g.kv_heads)
                         for j, s in enumerate(g.streams))
         groups.append(GroupSpec(g.name or f"group {i}", g.count, streams, g.state_elements, g.state_heads, sf))

@@ -59,7 +59,7 @@ class LayerGroup(CalcRequest):
                                    "(null: the streams are a shared latent, replicated on every rank).", examples=[8])
     state_heads: Heads | None = Field(None, description="Heads the recurrent state splits into under tensor parallelism "
                                       "(null: replicated).")
-    state_dtype: FormatField | None = Field(None, description="Format of this group's state (default: the request's `state_dtype`).")
+    state_format: FormatField | None = Field(None, description="Format of this group's state (default: the request's `state_format`).")
 
 
 class Architecture(CalcRequest):

@@ -33,15 +33,15 @@ def fake_links(kind, ident):
 # ------------------------------------------------------------------ book examples
 
 def test_ring_allreduce_small_message_collective_paths():
-    o = calc({"ranks": 8, "message_bytes": 8 * KiB, "alpha_s": 2e-6, "bandwidth_bytes_per_s": 50e9})
+    o = calc({"ranks": 8, "message_bytes": 8 * KiB, "link_alpha_s": 2e-6, "link_bandwidth_bytes_per_s": 50e9})
     assert o["time_s"] == pytest.approx(28.28672e-6, rel=1e-12)
     assert o["rounds"] == 14
     assert o["dominant"] == "latency"
 
 
 def test_ring_allreduce_bandwidth_upgrade_prefill_and_decode():
-    o = calc({"ranks": 8, "message_bytes": [8 * MiB, 8 * MiB, 8 * KiB, 8 * KiB], "alpha_s": 5e-6,
-              "bandwidth_bytes_per_s": [25e9, 75e9, 25e9, 75e9]})
+    o = calc({"ranks": 8, "message_bytes": [8 * MiB, 8 * MiB, 8 * KiB, 8 * KiB], "link_alpha_s": 5e-6,
+              "link_bandwidth_bytes_per_s": [25e9, 75e9, 25e9, 75e9]})
     assert o["time_s"] == pytest.approx([657.20256e-6, 265.7341866666667e-6, 70.57344e-6, 70.19114666666667e-6], rel=1e-12)
     assert o["sent_bytes_per_rank"] == [14 * MiB, 14 * MiB, 14 * KiB, 14 * KiB]
     assert o["time_s"][0] / o["time_s"][1] == pytest.approx(2.473157737978162)
@@ -90,8 +90,8 @@ def test_link_id_supplies_bandwidth_and_latency_and_is_cited():
 
 def test_known_closed_forms():
     p, M, a, B = 16.0, 1e6, 1e-6, 1e10
-    t = lambda op, alg, **kw: calc({"operation": op, "algorithm": alg, "ranks": 16, "message_bytes": M, "alpha_s": a,
-                                    "bandwidth_bytes_per_s": B, **kw})["time_s"]
+    t = lambda op, alg, **kw: calc({"operation": op, "algorithm": alg, "ranks": 16, "message_bytes": M, "link_alpha_s": a,
+                                    "link_bandwidth_bytes_per_s": B, **kw})["time_s"]
     assert t("reduce_scatter", "ring") == pytest.approx(15 * a + 15 / 16 * M / B)
     assert t("all_gather", "tree") == pytest.approx(4 * a + 15 / 16 * M / B)
     assert t("all_reduce", "tree") == pytest.approx(8 * (a + M / B))
@@ -101,7 +101,7 @@ def test_known_closed_forms():
 
 
 def test_multi_nic_striping_and_imbalance():
-    base = {"ranks": 8, "message_bytes": 64 * MiB, "alpha_s": 0, "bandwidth_bytes_per_s": 25e9}
+    base = {"ranks": 8, "message_bytes": 64 * MiB, "link_alpha_s": 0, "link_bandwidth_bytes_per_s": 25e9}
     one = calc(base)["time_s"]
     assert calc({**base, "nics": 4})["time_s"] == pytest.approx(one / 4)
     assert calc({**base, "nics": 4, "nic_imbalance": 0.25})["time_s"] == pytest.approx(one / 4 * 1.25)
@@ -110,7 +110,7 @@ def test_multi_nic_striping_and_imbalance():
 def test_single_rank_is_free():
     for op in OPS[:-1]:
         for alg in ALGS:
-            o = calc({"operation": op, "algorithm": alg, "ranks": 1, "message_bytes": 1e6, "alpha_s": 1e-6, "bandwidth_bytes_per_s": 1e9})
+            o = calc({"operation": op, "algorithm": alg, "ranks": 1, "message_bytes": 1e6, "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 1e9})
             assert o["time_s"] == 0 and o["sent_bytes_per_rank"] == 0, (op, alg)
 
 
@@ -118,7 +118,7 @@ def test_single_rank_is_free():
 @given(op=st.sampled_from(OPS), alg=st.sampled_from(ALGS), p=st.integers(1, 4096), M=st.floats(0, 1e12),
        a=st.floats(0, 1e-3), B=st.floats(1e6, 1e13))
 def test_time_is_rounds_alpha_plus_wire_over_b_and_never_crashes(op, alg, p, M, a, B):
-    o = calc({"operation": op, "algorithm": alg, "ranks": p, "message_bytes": M, "alpha_s": a, "bandwidth_bytes_per_s": B})
+    o = calc({"operation": op, "algorithm": alg, "ranks": p, "message_bytes": M, "link_alpha_s": a, "link_bandwidth_bytes_per_s": B})
     assert o["time_s"] == pytest.approx(o["latency_part_s"] + o["bandwidth_part_s"])
     assert o["latency_part_s"] == pytest.approx(o["rounds"] * a)
     assert o["time_s"] >= 0 and math.isfinite(o["time_s"])
@@ -128,22 +128,22 @@ def test_time_is_rounds_alpha_plus_wire_over_b_and_never_crashes(op, alg, p, M, 
 @settings(deadline=None)
 @given(p=st.integers(2, 1024), M=st.floats(1, 1e10), a=st.floats(0, 1e-4), B=st.floats(1e6, 1e12), k=st.floats(1.01, 10))
 def test_more_bandwidth_or_less_alpha_never_slower(p, M, a, B, k):
-    base = {"ranks": p, "message_bytes": M, "alpha_s": a, "bandwidth_bytes_per_s": B}
+    base = {"ranks": p, "message_bytes": M, "link_alpha_s": a, "link_bandwidth_bytes_per_s": B}
     t0 = calc(base)["time_s"]
-    assert calc({**base, "bandwidth_bytes_per_s": B * k})["time_s"] <= t0 * (1 + 1e-12)
-    assert calc({**base, "alpha_s": a / k})["time_s"] <= t0 * (1 + 1e-12)
+    assert calc({**base, "link_bandwidth_bytes_per_s": B * k})["time_s"] <= t0 * (1 + 1e-12)
+    assert calc({**base, "link_alpha_s": a / k})["time_s"] <= t0 * (1 + 1e-12)
 
 
 @settings(max_examples=30, deadline=None)
 @given(ms=st.lists(st.floats(0, 1e10), min_size=1, max_size=20), p=st.integers(1, 64))
 def test_sweep_matches_scalar_calls(ms, p):
-    base = {"ranks": p, "alpha_s": 1e-6, "bandwidth_bytes_per_s": 1e10}
+    base = {"ranks": p, "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 1e10}
     swept = calc({**base, "message_bytes": ms})["time_s"]
     assert swept == pytest.approx([calc({**base, "message_bytes": m})["time_s"] for m in ms])
 
 
 def test_ring_allreduce_bus_bandwidth_approaches_link_bandwidth_for_large_messages():
-    o = calc({"ranks": 8, "message_bytes": 1e12, "alpha_s": 1e-6, "bandwidth_bytes_per_s": 50e9})
+    o = calc({"ranks": 8, "message_bytes": 1e12, "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 50e9})
     assert o["bus_bandwidth_bytes_per_s"] == pytest.approx(50e9, rel=1e-6)
     assert o["dominant"] == "bandwidth"
 
@@ -159,13 +159,13 @@ def test_validation():
     with pytest.raises(ValidationError):
         calc({"ranks": 8, "message_bytes": -1})
     with pytest.raises(ValidationError):
-        calc({"ranks": 8, "message_bytes": 1, "bandwidth_bytes_per_s": 0})
+        calc({"ranks": 8, "message_bytes": 1, "link_bandwidth_bytes_per_s": 0})
     with pytest.raises(ValidationError):
         calc({"ranks": 8, "message_bytes": 1, "operation": "gossip"})
     with pytest.raises(ValidationError):
         calc({"ranks": 8, "message_bytes": 1, "bogus": 1})
     with pytest.raises(CalcInputError):
-        calc({"ranks": [2, 4], "message_bytes": [1, 2, 3], "bandwidth_bytes_per_s": 1e9})
+        calc({"ranks": [2, 4], "message_bytes": [1, 2, 3], "link_bandwidth_bytes_per_s": 1e9})
 
 
 # ================================================================== transfer-path
@@ -270,7 +270,7 @@ def iw(body):
 
 
 def test_inflight_reads_required_and_window_bound():
-    o = iw({"request_bytes": 256, "completion_s": [2e-6, 4e-6], "target_bytes_per_s": 40e9, "window": 128, "link_bytes_per_s": 40e9})
+    o = iw({"request_bytes": 256, "completion_s": [2e-6, 4e-6], "target_bytes_per_s": 40e9, "window": 128, "link_bandwidth_bytes_per_s": 40e9})
     assert o["required_inflight"] == [313, 625]
     assert o["window_bound_bytes_per_s"][0] == pytest.approx(16.384e9)
     assert o["limiter"] == ["window", "window"] and o["meets_target"] == [False, False]
@@ -278,10 +278,10 @@ def test_inflight_reads_required_and_window_bound():
 
 
 def test_serial_service_point_and_littles_law_table():
-    o = iw({"request_bytes": 256, "completion_s": 2e-6, "window": 128, "link_bytes_per_s": 40e9, "service_s": 0.1e-6})
+    o = iw({"request_bytes": 256, "completion_s": 2e-6, "window": 128, "link_bandwidth_bytes_per_s": 40e9, "service_s": 0.1e-6})
     assert o["bound_bytes_per_s"] == pytest.approx(2.56e9) and o["limiter"] == "serial"
     o = iw({"request_bytes": 128, "completion_s": [5e-7, 5e-7, 5e-7, 8e-7], "window": [128, 4096, 4096, 4096],
-            "link_bytes_per_s": [1e12, 1e12, 2e12, 1e12], "transfer_bytes": 1207959552})
+            "link_bandwidth_bytes_per_s": [1e12, 1e12, 2e12, 1e12], "transfer_bytes": 1207959552})
     assert o["bound_bytes_per_s"] == pytest.approx([32.768e9, 1000e9, 1048.576e9, 655.36e9])
     assert o["transfer_time_s"] == pytest.approx([36.864e-3, 1.207959552e-3, 1.152e-3, 1.8432e-3])
     assert iw({"request_bytes": 128, "completion_s": 5e-7, "target_bytes_per_s": 1e12})["required_inflight"] == 3907
@@ -308,7 +308,7 @@ def test_fuzz_regressions_denormal_rates_and_length_one_sweeps():
                                                  "loads": [{"bits_per_s": 5e-324, "bytes": 1}]}]})
     assert o["time_s"] is None
     # a one-element list meeting scalars
-    o = iw({"request_bytes": 256, "completion_s": 2e-6, "window": 128, "link_bytes_per_s": 40e9, "service_s": [1e-7]})
+    o = iw({"request_bytes": 256, "completion_s": 2e-6, "window": 128, "link_bandwidth_bytes_per_s": 40e9, "service_s": [1e-7]})
     assert o["limiter"] == ["serial"]
 
 

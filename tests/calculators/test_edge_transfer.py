@@ -90,7 +90,7 @@ LINK = {"download_bytes": 5e6, "uplink_bits_per_s": 20e6, "downlink_bits_per_s":
 
 
 def test_raw_capture_bytes_are_geometry_over_compression():
-    raw = {"width": 8192, "height": 5464, "bits_per_pixel": 14, "frames": 3, "compression_ratio": 1.5}
+    raw = {"width_px": 8192, "height_px": 5464, "bits_per_pixel": 14, "frames": 3, "compression_ratio": 1.5}
     o = calc({**LINK, "raw": raw})
     size = 8192 * 5464 * 14 * 3 / 8 / 1.5
     assert o["raw_bytes"] == pytest.approx(size) and o["upload_bytes"] == pytest.approx(size)
@@ -103,7 +103,7 @@ def test_raw_capture_bytes_are_geometry_over_compression():
 
 
 def test_raw_and_upload_bytes_are_refused_together_and_one_is_needed():
-    raw = {"width": 100, "height": 100, "bits_per_pixel": 12}
+    raw = {"width_px": 100, "height_px": 100, "bits_per_pixel": 12}
     with pytest.raises(CalcInputError) as e:
         calc({**LINK, "raw": raw, "upload_bytes": 1e6})
     assert e.value.loc == ("raw",)
@@ -115,7 +115,7 @@ def test_raw_and_upload_bytes_are_refused_together_and_one_is_needed():
 
 
 def test_raw_base_keeps_its_bytes_in_what_ifs():
-    raw = {"width": 6000, "height": 4000, "bits_per_pixel": 14}
+    raw = {"width_px": 6000, "height_px": 4000, "bits_per_pixel": 14}
     o = calc({**LINK, "raw": raw, "what_if": [{"uplink_bits_per_s": 100e6}]})
     size = 6000 * 4000 * 14 / 8
     assert o["what_if"][0]["breakdown"]["upload"] == pytest.approx(size * 8 / 100e6)
@@ -131,7 +131,7 @@ def test_device_versus_cloud_with_a_measured_local_time():
 
 
 def test_device_versus_cloud_from_work_and_rate_over_rounds_and_sweeps():
-    o = calc({**RAW, "rounds": 3, "on_device": {"work_flops": 2e13, "device_flop_per_s": 5e12, "efficiency": 0.5}})
+    o = calc({**RAW, "rounds": 3, "on_device": {"work_flops": 2e13, "peak_flop_per_s": 5e12, "compute_efficiency": 0.5}})
     assert o["local_per_round_s"] == pytest.approx(2e13 / (5e12 * 0.5)) and o["local_total_s"] == pytest.approx(24.0)
     assert o["cloud_total_s"] == pytest.approx(3 * 12.8) and o["faster"] == "device"
     o = calc({**RAW, "uplink_bits_per_s": [5e6, 1e9], "on_device": {"processing_s": 4.0}})
@@ -141,7 +141,7 @@ def test_device_versus_cloud_from_work_and_rate_over_rounds_and_sweeps():
 def test_device_rate_from_a_hardware_peak(lookup):
     peak = next(p["flop_per_s"]["value"] for p in lookup("hardware", "rtx4090")["peaks"]
                 if p["input_precision"] == "FP16" and p["accumulator"] == "FP32" and p["sparsity"] == "dense")
-    _, _, res = run("edge-transfer", {**RAW, "on_device": {"work_flops": 1e15, "hardware": "rtx4090", "efficiency": 0.5}}, lookup)
+    _, _, res = run("edge-transfer", {**RAW, "on_device": {"work_flops": 1e15, "hardware": "rtx4090", "compute_efficiency": 0.5}}, lookup)
     assert res.outputs["local_total_s"] == pytest.approx(1e15 / (peak * 0.5))
     assert any(s.get("record") == "rtx4090" for s in res.sources)
     _, _, res = run("edge-transfer", {**RAW, "on_device": {"work_flops": 1e15, "hardware": "rtx4090"}}, lookup)
@@ -151,7 +151,7 @@ def test_device_rate_from_a_hardware_peak(lookup):
 def test_on_device_refusals(lookup):
     for bad, loc in (({}, ("on_device", "processing_s")),
                      ({"processing_s": 1, "work_flops": 1e12}, ("on_device", "processing_s")),
-                     ({"work_flops": 1e12}, ("on_device", "device_flop_per_s")),
+                     ({"work_flops": 1e12}, ("on_device", "peak_flop_per_s")),
                      ({"processing_s": 1, "hardware": "rtx4090"}, ("on_device", "hardware"))):
         with pytest.raises(CalcInputError) as e:
             calc({**RAW, "on_device": bad})
@@ -165,7 +165,7 @@ def test_headline_gives_total_dominant_term_and_the_winner():
     from calculators.framework.headline import fmt_bytes, fmt_seconds
     _, _, res = run("edge-transfer", RAW, no_lookup)
     assert "12.8 s" in res.headline and "the upload" in res.headline and res.headline.endswith(".")
-    raw = {"width": 8192, "height": 5464, "bits_per_pixel": 14}
+    raw = {"width_px": 8192, "height_px": 5464, "bits_per_pixel": 14}
     _, _, res = run("edge-transfer", {**LINK, "raw": raw, "on_device": {"processing_s": 4.0}}, no_lookup)
     o = res.outputs
     for part in (fmt_bytes(o["raw_bytes"]), fmt_seconds(o["total_s"]), fmt_seconds(o["local_total_s"]),
@@ -182,3 +182,41 @@ def test_outputs_model_validates_every_example(lookup):
         _, _, res = run("edge-transfer", body, lookup)
         c.outputs_model.model_validate(res.outputs)
         assert len(res.headline) > 20
+
+
+# --------------------------------------------------------------------------- no download, images in megapixels (#28)
+
+def test_a_request_that_downloads_nothing_needs_no_downlink():
+    # queqiao's ASR request: the answer is tiny, only the upload, RTT and model time count
+    up = {"upload_bytes": 355e3, "uplink_bits_per_s": 333e6, "rtt_s": 0.2, "processing_s": 0.03}
+    o = calc(up)
+    assert o["download_s"] == 0 and o["total_s"] == pytest.approx(355e3 * 8 / 333e6 + 0.2 + 0.03)
+    assert o["total_s"] == pytest.approx(calc({**up, "downlink_bits_per_s": 1e6})["total_s"])
+    assert calc({**up, "download_bytes": 0, "what_if": [{"rtt_s": 0.1}]})["what_if"][0]["saved_s"] == pytest.approx(0.1)
+    # a download without a downlink rate is a 422 naming the downlink (in a what-if: that variant's)
+    with pytest.raises(CalcInputError) as e:
+        calc({**up, "download_bytes": [0, 5e6]})
+    assert e.value.loc == ("downlink_bits_per_s",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**up, "what_if": [{"download_bytes": 5e6}]})
+    assert e.value.loc == ("what_if", 0, "downlink_bits_per_s")
+    assert calc({**up, "what_if": [{"download_bytes": 5e6, "downlink_bits_per_s": 100e6}]})["what_if"][0]["saved_s"] \
+        == pytest.approx(-0.4)
+
+
+def test_an_image_in_megapixels():
+    # raw-retouching: "30 MB (e.g. 20 MP x 12-bit Bayer)"; 12 bits per pixel is the stated default
+    _, _, res = run("edge-transfer", {**LINK, "raw": {"megapixels": 20}}, no_lookup)
+    assert res.outputs["raw_bytes"] == pytest.approx(20e6 * 12 / 8)
+    assert res.outputs["total_s"] == pytest.approx(calc({**LINK, "upload_bytes": 20e6 * 12 / 8})["total_s"])
+    assert {"pixels", "image size"} <= {s.label for s in res.steps}
+    assert any(a.startswith("Bits per pixel: 12") for a in res.assumptions)
+    # megapixels is width × height / 10⁶; a compressed image divides by its ratio
+    shot = calc({**LINK, "raw": {"megapixels": 2.0736, "bits_per_pixel": 24, "compression_ratio": 7.776}})
+    assert shot["raw_bytes"] == pytest.approx(calc({**LINK, "raw": {"width_px": 1920, "height_px": 1080, "bits_per_pixel": 24,
+                                                                    "compression_ratio": 7.776}})["raw_bytes"])
+    for raw, loc in (({"megapixels": 20, "width_px": 100}, ("raw", "megapixels")), ({"width_px": 100}, ("raw", "height_px")),
+                     ({}, ("raw", "width_px"))):
+        with pytest.raises(CalcInputError) as e:
+            calc({**LINK, "raw": raw})
+        assert e.value.loc == loc

@@ -83,7 +83,7 @@ def _sweep_body(calc, field: str):
     node = body
     for p in path[:-1]:
         node = node.setdefault(p, {})
-    if len(path) == 1 and field not in body:   # a per-item field (e.g. each candidate's cache_hit_rate): its first holder
+    if len(path) == 1 and field not in body:   # a per-item field (e.g. each candidate's prefix_hit_rate): its first holder
         node = _holder(body, field) or body
     values = _three(node[path[-1]]) if path[-1] in node else [1, 2, 3]
     if values is None:
@@ -166,8 +166,8 @@ def test_checkpoint_headline_numbers(lookup):
 
 
 def test_collective_headline_numbers(lookup):
-    env = run("collective", {"operation": "all_reduce", "ranks": 8, "message_bytes": 1e9, "alpha_s": 5e-6,
-                             "bandwidth_bytes_per_s": 100e9}, lookup)
+    env = run("collective", {"operation": "all_reduce", "ranks": 8, "message_bytes": 1e9, "link_alpha_s": 5e-6,
+                             "link_bandwidth_bytes_per_s": 100e9}, lookup)
     o, h = env["outputs"], env["headline"]
     _close(_num_after(h, "takes"), o["time_s"] * 1e3)
     assert " ms " in h and "bandwidth-bound" in h and "8 ranks" in h
@@ -196,7 +196,7 @@ def test_moe_headline_numbers(lookup):
     env = run("moe", {"model": "qwen3-235b-a22b", "tokens": 16}, lookup)
     o, h = env["outputs"], env["headline"]
     _close(_num_after(h, "touches"), o["expected_distinct_experts"])
-    env = run("moe-placement", {"model": "qwen3-235b-a22b", "ep_ranks": 16}, lookup)
+    env = run("moe-placement", {"model": "qwen3-235b-a22b", "ep": 16}, lookup)
     o, h = env["outputs"], env["headline"]
     _close(_gb(h, "take")[0], o["routed_bytes_all_layers"] / 1e9)
     _close(_gb(h, "per layer,")[0], o["per_rank_bytes"] / 1e9)

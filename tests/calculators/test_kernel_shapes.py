@@ -13,14 +13,14 @@ def calc(name, body):
 
 
 def test_dit_projection_wider_than_hidden():
-    o = calc("attention-projections", {"hidden": 5376, "heads": 56, "head_dim": 128})
+    o = calc("attention-projections", {"hidden_size": 5376, "heads": 56, "head_dim": 128})
     assert o["q_width"] == 7168
     assert o["q_over_hidden"] == pytest.approx(4 / 3)
     assert o["params"] == 4 * 5376 * 7168
 
 
 def test_v4_grouped_output():
-    o = calc("attention-projections", {"hidden": 4096, "heads": 64, "head_dim": 512, "kv_heads": 1,
+    o = calc("attention-projections", {"hidden_size": 4096, "heads": 64, "head_dim": 512, "kv_heads": 1,
                                        "output_groups": 8, "group_output_dim": 1024})
     assert (o["q_width"], o["group_in_width"], o["group_concat_width"]) == (32768, 4096, 8192)
     assert o["o_params"] == 8 * 4096 * 1024 + 8192 * 4096
@@ -28,19 +28,19 @@ def test_v4_grouped_output():
 
 def test_projection_refusals():
     with pytest.raises(CalcInputError):
-        calc("attention-projections", {"hidden": 64, "heads": 6, "head_dim": 8, "output_groups": 4, "group_output_dim": 8})
+        calc("attention-projections", {"hidden_size": 64, "heads": 6, "head_dim": 8, "output_groups": 4, "group_output_dim": 8})
     with pytest.raises(CalcInputError):
-        calc("attention-projections", {"hidden": 64, "heads": 8, "head_dim": 8, "output_groups": 4})
+        calc("attention-projections", {"hidden_size": 64, "heads": 8, "head_dim": 8, "output_groups": 4})
 
 
 @given(st.integers(1, 128), st.integers(1, 256))
 def test_mha_equal_widths_is_four_d_squared(h, dh):
-    o = calc("attention-projections", {"hidden": h * dh, "heads": h, "head_dim": dh})
+    o = calc("attention-projections", {"hidden_size": h * dh, "heads": h, "head_dim": dh})
     assert o["params"] == o["params_if_hidden_squared"]
 
 
 def test_bank_conflicts_32x32_fp32():
-    o = calc("bank-conflicts", {"rows": 32, "cols": 32, "element_bytes": 4, "pitch_elements": [32, 33]})
+    o = calc("bank-conflicts", {"rows": 32, "cols": 32, "bytes_per_element": 4, "pitch_elements": [32, 33]})
     p32, p33 = o["pitches"]
     assert (p32["bytes"], p32["row_rounds"], p32["column_rounds"]) == (4096, 1, 32)
     assert (p33["bytes"], p33["row_rounds"], p33["column_rounds"]) == (4224, 1, 1)

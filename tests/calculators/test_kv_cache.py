@@ -35,8 +35,8 @@ def test_qwen3_8b_144_kib_per_token_and_1_125_gib_at_8k(lookup):
 
 
 def test_explicit_architecture_matches_the_model_record(lookup):
-    a = calc({**arch(QWEN3_8B), "tokens": [1, 8192], "tensor_parallel": 4})
-    m = calc({"model": "qwen3-8b", "tokens": [1, 8192], "tensor_parallel": 4}, lookup)
+    a = calc({**arch(QWEN3_8B), "tokens": [1, 8192], "tp": 4})
+    m = calc({"model": "qwen3-8b", "tokens": [1, 8192], "tp": 4}, lookup)
     for key in ("bytes_per_token", "bytes_per_request", "per_device_bytes_per_request", "values_per_request"):
         assert a[key] == m[key]
 
@@ -67,14 +67,14 @@ def test_kimi_k3_kda_state_414_mib_fp32_plus_mla_216_mib(lookup):
     assert o["state_bytes"] == pytest.approx(414 * MIB)
     assert o["bytes_per_request"] - o["state_bytes"] == pytest.approx(216 * MIB)
     assert o["bytes_per_token"] == 27 * KIB
-    bf16 = calc({"model": "kimi-k3", "tokens": 8192, "state_dtype": "bf16"}, lookup)
+    bf16 = calc({"model": "kimi-k3", "tokens": 8192, "state_format": "bf16"}, lookup)
     assert bf16["state_bytes"] == pytest.approx(207 * MIB)
     # state does not grow with history
     assert calc({"model": "kimi-k3", "tokens": 1}, lookup)["state_bytes"] == o["state_bytes"]
 
 
 def test_kimi_mla_replicated_and_kda_split_under_tp8(lookup):
-    o = calc({"model": "kimi-k3", "tokens": 8192, "tensor_parallel": 8}, lookup)
+    o = calc({"model": "kimi-k3", "tokens": 8192, "tp": 8}, lookup)
     assert o["per_device_bytes_per_request"] == pytest.approx(216 * MIB + 414 * MIB / 8)
     assert o["bytes_all_devices"] == pytest.approx(8 * (216 * MIB + 414 * MIB / 8))
 
@@ -116,12 +116,12 @@ def test_requests_multiply_and_budget_gives_max_requests():
 
 
 def test_tp_replicates_kv_heads_when_fewer_than_ranks(lookup):
-    o = calc({"model": "qwen3-235b-a22b", "tokens": 8192, "tensor_parallel": 8}, lookup)
+    o = calc({"model": "qwen3-235b-a22b", "tokens": 8192, "tp": 8}, lookup)
     assert o["per_device_bytes_per_request"] == o["bytes_per_request"] / 4   # 4 heads: one head per rank
     assert o["replication_factor"] == 2
-    s = calc({"model": "qwen3-8b", "tokens": 8192, "tensor_parallel": 4}, lookup)
+    s = calc({"model": "qwen3-8b", "tokens": 8192, "tp": 4}, lookup)
     assert s["per_device_bytes_per_token"] == 36_864 and s["per_device_bytes_per_request"] == 288 * MIB
-    mla = calc({"model": "deepseek-v3", "tokens": 8192, "tensor_parallel": 8}, lookup)
+    mla = calc({"model": "deepseek-v3", "tokens": 8192, "tp": 8}, lookup)
     assert mla["per_device_bytes_per_request"] == mla["bytes_per_request"]   # latent replicated
 
 
@@ -135,20 +135,25 @@ def test_pages_round_entries_up():
 def test_hardware_budget_subtracts_weights(lookup):
     # An H100 holds 80 GiB; the memory rule lets the engine use 90 % of it (vLLM's default), per rank.
     usable = 2 * 80 * GIB * 0.9
-    o = run("kv-cache", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tensor_parallel": 2, "tokens": 8192,
+    o = run("kv-cache", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 2, "tokens": 8192,
                          "weight_bytes": 140e9}, lookup)[2]
     assert o.outputs["memory_budget_bytes"] == pytest.approx(usable - 140e9)
     assert o.outputs["max_requests"] == int((usable - 140e9) // (8192 * 327_680))
     assert any(s["field"] == "memory_bytes" for s in o.sources)
-    assert [s.label for s in o.steps][-5:] == ["usable memory per device", "device memory", "weights", "KV budget", "max requests"]
+    assert [s.label for s in o.steps][-6:] == ["usable memory per device", "device memory", "weights", "weights per rank",
+                                               "KV budget", "max requests"]
     # without weight_bytes the weights are the model's published format, the same bytes weight-memory reports
-    d = run("kv-cache", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tensor_parallel": 2, "tokens": 8192}, lookup)[2]
+    d = run("kv-cache", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 2, "tokens": 8192}, lookup)[2]
     w = run("weight-memory", {"model": "llama-3.1-70b"}, lookup)[2].outputs["bytes_total"]
     assert d.outputs["memory_budget_bytes"] == pytest.approx(usable - w)
-    # the book's own reading (decimal 80 GB, all of it usable) is still one field away
-    book = run("kv-cache", {"model": "llama-3.1-70b", "memory_budget_bytes": 2 * 80e9 - 140e9, "tensor_parallel": 2,
-                            "tokens": 8192}, lookup)[2]
+    # the book's own reading (decimal 80 GB, all of it usable) is still one field away: a budget net of the weights
+    book = run("kv-cache", {"model": "llama-3.1-70b", "memory_budget_bytes": 2 * 80e9 - 140e9, "tp": 2,
+                            "tokens": 8192, "subtract_weights": False}, lookup)[2]
     assert book.outputs["max_requests"] == int((160e9 - 140e9) // (8192 * 327_680))
+    # or the whole memory with the book's weight bytes, which the calculator takes out itself
+    gross = run("kv-cache", {"model": "llama-3.1-70b", "memory_budget_bytes": 2 * 80e9, "tp": 2, "tokens": 8192,
+                             "weight_bytes": 140e9}, lookup)[2]
+    assert gross.outputs["max_requests"] == book.outputs["max_requests"]
     over = calc({"model": "llama-3.1-70b", "hardware": "h100-sxm", "tokens": 8192}, lookup)
     assert over["max_requests"] == 0 and over["fits"] is False
 
@@ -183,7 +188,7 @@ def test_window_stream_never_exceeds_window(w, n):
 @given(tp=st.integers(1, 64), heads=st.sampled_from([1, 2, 4, 8, 16, 64]))
 def test_per_device_times_ranks_at_least_total(tp, heads):
     o = calc({**arch({"count": 2, "streams": [{"dim": 2 * heads * 128}], "kv_heads": heads}), "tokens": 1000,
-              "tensor_parallel": tp})
+              "tp": tp})
     assert o["per_device_bytes_per_request"] * tp >= o["bytes_per_request"] - 1e-6
     if heads % tp == 0:
         assert o["per_device_bytes_per_request"] * tp == o["bytes_per_request"]
@@ -191,9 +196,11 @@ def test_per_device_times_ranks_at_least_total(tp, heads):
 
 def test_sweep_matches_scalar_calls(lookup):
     toks, reqs = [0, 1, 4096, 100_000], [1, 3, 7, 2]
-    o = calc({"model": "deepseek-v4-flash", "tokens": toks, "requests": reqs, "memory_budget_bytes": 1e9}, lookup)
+    o = calc({"model": "deepseek-v4-flash", "tokens": toks, "requests": reqs, "memory_budget_bytes": 1e9,
+              "subtract_weights": False}, lookup)
     for i, (t, r) in enumerate(zip(toks, reqs)):
-        s = calc({"model": "deepseek-v4-flash", "tokens": t, "requests": r, "memory_budget_bytes": 1e9}, lookup)
+        s = calc({"model": "deepseek-v4-flash", "tokens": t, "requests": r, "memory_budget_bytes": 1e9,
+                  "subtract_weights": False}, lookup)
         assert o["bytes_total"][i] == s["bytes_total"] and o["max_requests"][i] == s["max_requests"]
 
 
@@ -205,9 +212,9 @@ def test_large_sweep_is_vectorised(lookup):
 
 
 def test_zero_tokens_and_zero_budget_are_valid(lookup):
-    o = calc({"model": "qwen3-8b", "tokens": 0, "memory_budget_bytes": 0}, lookup)
+    o = calc({"model": "qwen3-8b", "tokens": 0, "memory_budget_bytes": 0, "subtract_weights": False}, lookup)
     assert o["bytes_per_request"] == 0 and o["max_requests"] is None  # nothing to store: unbounded, reported as null
-    z = calc({"model": "qwen3-8b", "tokens": 10, "memory_budget_bytes": 0}, lookup)
+    z = calc({"model": "qwen3-8b", "tokens": 10, "memory_budget_bytes": 0, "subtract_weights": False}, lookup)
     assert z["max_requests"] == 0
 
 
@@ -239,7 +246,7 @@ def test_unknown_model_is_named():
     {"tokens": 1, "architecture": {"layer_groups": []}},
     {"tokens": 1, "architecture": {"layer_groups": [{"count": 1, "streams": [{"dim": 0}]}]}},
     {"tokens": 1, "model": "qwen3-8b", "kv_format": {"bits_per_value": float("nan")}},
-    {"tokens": 1, "model": "qwen3-8b", "tensor_parallel": 0},
+    {"tokens": 1, "model": "qwen3-8b", "tp": 0},
 ])
 def test_bad_input_is_refused(body):
     with pytest.raises(ValidationError):
@@ -248,7 +255,7 @@ def test_bad_input_is_refused(body):
 
 def test_semantic_errors_name_the_field(lookup):
     with pytest.raises(CalcInputError) as e:
-        calc({**arch({"count": 1, "streams": [{"dim": 100}], "kv_heads": 3}), "tokens": 1, "tensor_parallel": 2})
+        calc({**arch({"count": 1, "streams": [{"dim": 100}], "kv_heads": 3}), "tokens": 1, "tp": 2})
     assert e.value.loc == ("architecture.layer_groups.0.kv_heads",)
     with pytest.raises(CalcInputError):
         calc({"model": "qwen3-8b", "tokens": 1, "hardware": "h100-sxm", "memory_budget_bytes": 1}, lookup)
@@ -273,7 +280,7 @@ def test_huge_inputs_stay_finite():
 
 def test_headline_states_bytes_per_request_and_requests_that_fit(lookup):
     from calculators.framework.headline import fmt_bytes as hb
-    _, _, res = run("kv-cache", {"model": "llama-3.1-70b", "tokens": 131072, "kv_format": "fp8", "tensor_parallel": 8,
+    _, _, res = run("kv-cache", {"model": "llama-3.1-70b", "tokens": 131072, "kv_format": "fp8", "tp": 8,
                                  "hardware": "h100-sxm"}, lookup)
     o = res.outputs
     assert res.headline.startswith("Llama 3.1 70B at 131,072 tokens in FP8 needs 21.5 GB (20.0 GiB) of KV cache per request")
@@ -306,3 +313,44 @@ def test_outputs_model_validates_every_example(lookup):
         c.outputs_model.model_validate(res.outputs)
     with pytest.raises(ValidationError):
         c.outputs_model.model_validate({**res.outputs, "undocumented": 1})
+
+
+# ---------------------------------------------------------------- a memory budget holds the weights too (issue #28)
+
+def test_budget_with_a_model_takes_its_weights_out_first(lookup):
+    body = {"model": "qwen3-8b", "tokens": 8192, "memory_budget_bytes": 40 * GIB, "tp": 2}
+    res = run("kv-cache", body, lookup)[2]
+    w = run("weight-memory", {"model": "qwen3-8b"}, lookup)[2].outputs["bytes_total"]
+    o = res.outputs
+    assert o["memory_budget_bytes"] == pytest.approx(40 * GIB - w)
+    assert o["max_requests"] == (40 * GIB - w) // o["bytes_per_request"]
+    steps = {s.label: s.value for s in res.steps}
+    assert steps["weights"] == pytest.approx(w) and steps["weights per rank"] == pytest.approx(w / 2)
+    assert steps["KV budget"] == pytest.approx(40 * GIB - w)
+    assert "after the weights" in res.headline
+    # a budget that is already KV only keeps the old reading
+    net = run("kv-cache", {**body, "subtract_weights": False}, lookup)[2].outputs
+    assert net["memory_budget_bytes"] == 40 * GIB and net["max_requests"] == 40 * GIB // o["bytes_per_request"]
+    # the weights in another format, or given as bytes
+    fp8 = run("kv-cache", {**body, "weight_format": "fp8"}, lookup)[2].outputs
+    w8 = run("weight-memory", {"model": "qwen3-8b", "weight_format": "fp8"}, lookup)[2].outputs["bytes_total"]
+    assert fp8["memory_budget_bytes"] == pytest.approx(40 * GIB - w8) and w8 < w
+    given = run("kv-cache", {**body, "weight_bytes": 10e9}, lookup)[2].outputs
+    assert given["memory_budget_bytes"] == pytest.approx(40 * GIB - 10e9)
+
+
+def test_budget_without_known_weights_and_the_refusals(lookup):
+    a = {**arch(QWEN3_8B), "tokens": 8192, "memory_budget_bytes": 4 * GIB}
+    res = run("kv-cache", a, no_lookup)[2]
+    assert res.outputs["memory_budget_bytes"] == 4 * GIB                # no model: nothing known to take out
+    assert any("no weights are known" in x for x in res.assumptions)
+    assert run("kv-cache", {**a, "weight_bytes": GIB}, no_lookup)[2].outputs["memory_budget_bytes"] == 3 * GIB
+    for body, field in (({**a, "subtract_weights": True}, "weight_bytes"),
+                        ({**a, "weight_format": "fp8"}, "weight_format"),
+                        ({"model": "qwen3-8b", "tokens": 1, "weight_format": "fp8"}, "weight_format"),
+                        ({"model": "qwen3-8b", "tokens": 1, "subtract_weights": False}, "subtract_weights"),
+                        ({"model": "qwen3-8b", "tokens": 1, "memory_budget_bytes": GIB, "subtract_weights": False,
+                          "weight_bytes": 1}, "weight_bytes")):
+        with pytest.raises(CalcInputError) as e:
+            calc(body, lookup)
+        assert e.value.loc == (field,), body

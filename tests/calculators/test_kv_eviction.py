@@ -42,11 +42,16 @@ def test_state_only_model_saves_nothing():
 
 
 def test_budget_gives_more_requests(lookup):
-    o = calc({"model": "qwen3-8b", "tokens": 32768, "recent_tokens": 4092, "memory_budget_bytes": 40 * 2**30,
-              "tensor_parallel": 2}, lookup)
+    body = {"model": "qwen3-8b", "tokens": 32768, "recent_tokens": 4092, "memory_budget_bytes": 40 * 2**30, "tp": 2}
+    o = calc({**body, "subtract_weights": False}, lookup)           # a budget that is KV only
     assert o["max_requests_full"] == 8      # 40 GiB / 4.5 GiB
     assert o["max_requests_kept"] == 71     # 40 GiB / (4,096 × 144 KiB = 0.5625 GiB)
     assert o["per_device_bytes_kept_per_request"] * 2 == o["bytes_kept_per_request"]
+    # by default the model's weights (as weight-memory counts them) come out of the budget first
+    w = run("weight-memory", {"model": "qwen3-8b"}, lookup)[2].outputs["bytes_total"]
+    d = calc(body, lookup)
+    assert d["max_requests_full"] == (40 * 2**30 - w) // o["bytes_full_per_request"]
+    assert d["max_requests_kept"] == (40 * 2**30 - w) // o["bytes_kept_per_request"]
 
 
 @settings(max_examples=80, deadline=None)

@@ -9,7 +9,7 @@ from calculators.framework import CalcInputError, UnknownId, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
 MIB, GIB = 2**20, 2**30
-QV = {"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "dtype_bytes": 2}
+QV = {"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "adapter_bytes_per_param": 2}
 EXPLICIT = {"layers": 36, "modules": [{"name": "q_proj", "d_in": 4096, "d_out": 4096},
                                       {"name": "v_proj", "d_in": 4096, "d_out": 1024}], "rank": 16}
 SCHEDULE = {"requests": 4, "load_s": 0.004,
@@ -48,7 +48,7 @@ def test_explicit_modules_agree_with_the_model(lookup):
 
 def test_slots_padding_and_load_bound():
     o = calc({**EXPLICIT, "gpu_slots": 8, "pinned_slots": 6, "tokens_per_adapter": [[20], [17, 1, 1, 1]],
-              "link_bytes_per_s": 12 * GIB})
+              "link_bandwidth_bytes_per_s": 12 * GIB})
     assert o["free_slots"] == 2
     assert o["blocks"] == [2, 5]
     assert o["padded_positions"] == [32, 80]
@@ -74,7 +74,7 @@ def test_load_overlap_schedules_match_the_book():
 
 def test_schedule_defaults_to_the_copy_bound_and_reports_missing_batch_sizes():
     sched = {"requests": 2, "prefill_s_by_batch": [{"batch": 1, "prefill_s": 0.01}, {"batch": 2, "prefill_s": 0.015}]}
-    s = calc({**EXPLICIT, "link_bytes_per_s": 12 * GIB, "schedule": sched})["schedule"]
+    s = calc({**EXPLICIT, "link_bandwidth_bytes_per_s": 12 * GIB, "schedule": sched})["schedule"]
     assert s["load_end_s"][0] == pytest.approx(15_335_424 / (12 * GIB))
     with pytest.raises(CalcInputError) as e:
         calc({**EXPLICIT, "schedule": {**SCHEDULE, "prefill_s_by_batch": SCHEDULE["prefill_s_by_batch"][:2]}})
@@ -113,7 +113,7 @@ def test_padding_invariants(groups, block):
 @settings(max_examples=40, deadline=None)
 @given(ranks=st.lists(st.integers(1, 256), min_size=1, max_size=10))
 def test_rank_sweep_matches_scalar_calls(ranks):
-    swept = calc({**EXPLICIT, "rank": ranks, "link_bytes_per_s": 1e10})
+    swept = calc({**EXPLICIT, "rank": ranks, "link_bandwidth_bytes_per_s": 1e10})
     assert swept["bytes_per_adapter"] == [calc({**EXPLICIT, "rank": r})["bytes_per_adapter"] for r in ranks]
     assert len(swept["load_lower_bound_s"]) == len(ranks)
 
@@ -150,8 +150,8 @@ def test_unknown_model_is_a_named_error():
         calc({"model": "no-such-model", "rank": 4})
 
 
-@pytest.mark.parametrize("patch", [{"rank": 0}, {"rank": -1}, {"dtype_bytes": 0}, {"block_tokens": 0},
-                                   {"tokens_per_adapter": [[]]}, {"link_bytes_per_s": 0}, {"extra": 1}])
+@pytest.mark.parametrize("patch", [{"rank": 0}, {"rank": -1}, {"adapter_bytes_per_param": 0}, {"block_tokens": 0},
+                                   {"tokens_per_adapter": [[]]}, {"link_bandwidth_bytes_per_s": 0}, {"extra": 1}])
 def test_bad_values_are_refused_by_the_model(patch):
     with pytest.raises(ValidationError):
         calc({**EXPLICIT, **patch})
@@ -160,7 +160,7 @@ def test_bad_values_are_refused_by_the_model(patch):
 # --------------------------------------------------------------------------- schema-fuzzing regressions
 
 @pytest.mark.parametrize("patch", [
-    {"dtype_bytes": 17}, {"block_tokens": 65537}, {"gpu_slots": 100_001}, {"pinned_slots": 100_001},
+    {"adapter_bytes_per_param": 17}, {"block_tokens": 65537}, {"gpu_slots": 100_001}, {"pinned_slots": 100_001},
     {"layers": 10_001}, {"tokens_per_adapter": []}, {"tokens_per_adapter": [[1]] * 4097},
     {"gpu_slots": 8, "schedule": {**SCHEDULE, "requests": 65}},
     {"gpu_slots": 8, "schedule": {**SCHEDULE, "prefill_s_by_batch": [{"batch": 65, "prefill_s": 0.1}]}},
@@ -209,11 +209,29 @@ def test_budget_refusals():
         calc({**EXPLICIT, "memory_budget_bytes": 1e9, "hardware": "h100-sxm"})
     assert e.value.loc == ("memory_budget_bytes",)
     with pytest.raises(CalcInputError) as e:
-        calc({**EXPLICIT, "memory_budget_bytes": 1e9, "base_weight_bytes": 1e9})
+        calc({**EXPLICIT, "memory_budget_bytes": 1e9, "base_weight_bytes": 1e9, "subtract_weights": False})
     assert e.value.loc == ("base_weight_bytes",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**EXPLICIT, "memory_budget_bytes": 1e9, "subtract_weights": True})    # explicit modules: no weights known
+    assert e.value.loc == ("base_weight_bytes",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**EXPLICIT, "memory_utilization": 0.8, "memory_budget_bytes": 1e9})
+    assert e.value.loc == ("memory_utilization",)
     with pytest.raises(CalcInputError) as e:
         calc({**EXPLICIT, "kv_reserve_bytes": 1e9})
     assert e.value.loc == ("kv_reserve_bytes",)
+
+
+def test_budget_in_bytes_takes_the_base_weights_out(lookup):
+    # a memory budget holds the base weights too: given bytes, or the model's own (as weight-memory counts them)
+    net = calc({**EXPLICIT, "memory_budget_bytes": 2e9, "base_weight_bytes": 1e9})
+    assert net["budget_bytes"] == pytest.approx(1e9)
+    assert net["adapters_that_fit"] == calc({**EXPLICIT, "memory_budget_bytes": 1e9})["adapters_that_fit"]
+    w = run("weight-memory", {"model": "qwen3-8b"}, lookup)[2].outputs["bytes_total"]
+    o = calc({**QV, "memory_budget_bytes": 24 * GIB}, lookup)
+    assert o["budget_bytes"] == pytest.approx(24 * GIB - w)
+    kept = calc({**QV, "memory_budget_bytes": 24 * GIB, "subtract_weights": False}, lookup)
+    assert kept["budget_bytes"] == pytest.approx(24 * GIB)
 
 
 def test_budget_smaller_than_the_weights_fits_no_adapter():
@@ -223,7 +241,7 @@ def test_budget_smaller_than_the_weights_fits_no_adapter():
 
 def test_headline_states_adapter_size_and_count(lookup):
     from calculators.framework.headline import fmt_bytes as hb
-    _, _, res = run("lora", {**QV, "memory_budget_bytes": 8 * GIB}, lookup)
+    _, _, res = run("lora", {**QV, "memory_budget_bytes": 24 * GIB}, lookup)
     o = res.outputs
     assert hb(o["bytes_per_adapter"]) in res.headline and f"{o['adapters_that_fit']:,} adapters" in res.headline
     assert "Qwen3-8B" in res.headline and res.headline.endswith(".")

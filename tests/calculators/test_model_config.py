@@ -34,13 +34,13 @@ BODIES = {
     "checkpoint": {"write_bandwidth_bytes_per_s": 8e9, "interval_s": [600, 3600], "mtbf_s": 86400},
     "lora": {"rank": [8, 16], "adapters": 100, "gpu_slots": 8},
     "moe": {"tokens": [1, 8, 32]},
-    "moe-placement": {"ep_ranks": 16, "extra_replicas": [8]},
+    "moe-placement": {"ep": 16, "extra_replicas": [8]},
     "quantization": {"format": "int4_g128", "compare": ["bf16", "fp8"]},
     "tp-overhead": {"tokens": [1, 4096], "tp": 8, "link": "nvlink4"},
     "training-compute": {"tokens": 100e9, "sequence_tokens": 8192, "hardware": "h100-sxm", "devices": 64},
     "kv-eviction": {"tokens": [4096, 32768], "sink_tokens": 4, "recent_tokens": 2048, "heavy_hitter_fraction": 0.1},
-    "prefix-cache": {"prefix_tokens": [2000, 8192], "requests": 100, "hit_rate": 0.9, "prefill_tokens_per_s": 5000},
-    "kv-cache": {"tokens": [1, 8192], "requests": 4, "tensor_parallel": 8},
+    "prefix-cache": {"prefix_tokens": [2000, 8192], "requests": 100, "prefix_hit_rate": 0.9, "prefill_tokens_per_s": 5000},
+    "kv-cache": {"tokens": [1, 8192], "requests": 4, "tp": 8},
     "weight-memory": {"devices": 8},
 }
 
@@ -178,9 +178,12 @@ def test_prefix_cache_kv_and_attention_agree(model_id, lookup):
                    "prefill_flops_attention_per_hit")]
     assert "prefix_kv_bytes" in shape_keys and "prefill_flops_attention_per_hit" in shape_keys
     assert {k: by_config[k] for k in shape_keys} == {k: by_id[k] for k in shape_keys}
-    # linear FLOPs are 2 · params_active · tokens: the published label by id, the ledger count by config
+    # linear FLOPs are 2 · N · tokens, N the matrix parameters a token multiplies (no LM head), counted from the
+    # shapes by id and by config alike: the same N training-compute counts
+    n = compute("training-compute", {"model": model_id, "include_lm_head": False}, lookup)[2].outputs["params"]
+    assert by_config["prefill_flops_linear_per_hit"] == [2.0 * n * t for t in by_config["restore_point_tokens"]]
+    assert by_config == by_id
     _, active = ledger_params(model_id, lookup)
-    assert by_config["prefill_flops_linear_per_hit"] == [2.0 * active * t for t in by_config["restore_point_tokens"]]
     # with the parameter count given explicitly, everything agrees
     body = {**BODIES["prefix-cache"], "params": active}
     by_id, by_config = pair("prefix-cache", model_id, body, lookup)

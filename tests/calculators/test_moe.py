@@ -95,10 +95,10 @@ def test_routing_record_bytes():
 
 
 def test_placement_book_examples(lookup):
-    o = place({"model": "qwen3-235b-a22b", "ep_ranks": 16, "extra_replicas": [94, 8, 1],
+    o = place({"model": "qwen3-235b-a22b", "ep": 16, "extra_replicas": [94, 8, 1],
                "replica_balance": {"rank_rows": [512, 256, 512, 512], "hot_rows": 256, "replica_ranks": [0, 1],
                                    "flop_per_s": 50e12, "overhead_s": 60e-6},
-               "rebalance": {"experts_moved": 8, "link_bytes_per_s": 25e9, "exposed_s": 0.02, "saving_per_step_s": 40e-6,
+               "rebalance": {"experts_moved": 8, "link_bandwidth_bytes_per_s": 25e9, "exposed_s": 0.02, "saving_per_step_s": 40e-6,
                              "horizon_steps": [200, 2000]},
                "resize": {"from_ranks": 8, "to_ranks": 16, "bytes_per_s": 100e9}}, lookup)
     assert o["per_rank_bytes"] == 26.4375 * GIB
@@ -188,7 +188,7 @@ MOE_EXAMPLE = {**QWEN, "moe_layers": 94, "tokens": [1, 8, 32], "tokens_per_exper
 
 
 @pytest.mark.parametrize("field, value", [
-    ("matrices_per_expert", 999999999999999),   # the fuzzed value: parameters = 1e15 × h × f overflowed 64-bit JSON
+    ("ffn_matrices", 999999999999999),   # the fuzzed value: parameters = 1e15 × h × f overflowed 64-bit JSON
     ("weight_bytes_per_param", 65.0), ("activation_bytes", 65.0), ("expert_hidden_size", 10**7 + 1),
     ("experts", 10**6 + 1), ("shared_experts", 10**4 + 1), ("moe_layers", 10**5 + 1), ("tile_rows", 10**6 + 1),
     ("capacity_factor", 1001.0), ("ep_nodes", 10**5 + 1),
@@ -201,14 +201,14 @@ def test_moe_bounds_are_enforced(field, value):
 
 
 def test_placement_bounds_are_enforced_and_largest_inputs_answer():
-    base = {**QWEN, "moe_layers": 94, "ep_ranks": 16,
+    base = {**QWEN, "moe_layers": 94, "ep": 16,
             "resize": {"from_ranks": 8, "to_ranks": 16, "bytes_per_s": 100e9}}
-    for bad in ({"matrices_per_expert": 999999999999999}, {"ep_ranks": 10**6 + 1},
+    for bad in ({"ffn_matrices": 999999999999999}, {"ep": 10**6 + 1},
                 {"resize": {"from_ranks": 8, "to_ranks": 10**6 + 1, "bytes_per_s": 1e9}}):
         with pytest.raises(ValidationError):
             place({**base, **bad})
     import orjson
-    big = {**base, "matrices_per_expert": 16, "expert_hidden_size": 10**7, "expert_ffn_size": 10**7,
+    big = {**base, "ffn_matrices": 16, "expert_hidden_size": 10**7, "expert_ffn_size": 10**7,
            "weight_bytes_per_param": 64}
     _, _, r = run("moe-placement", big, no_lookup)
     orjson.dumps(r.outputs, option=orjson.OPT_SERIALIZE_NUMPY)   # every count fits JSON

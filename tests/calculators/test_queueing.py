@@ -64,7 +64,7 @@ def test_servers_needed_is_the_fewest_that_meets_the_target(lam, s, target):
 
 
 def test_servers_for_a_target_utilisation():
-    o = calc("queueing", {"arrival_rate_per_s": [5, 50], "service_s": 0.1, "target_utilisation": 0.8})
+    o = calc("queueing", {"arrival_rate_per_s": [5, 50], "service_s": 0.1, "target_utilization": 0.8})
     assert o["servers_needed"] == [1, 7]
 
 
@@ -91,7 +91,7 @@ def test_queueing_semantic_errors(body, loc):
 @pytest.mark.parametrize("body", [{"arrival_rate_per_s": -1, "service_s": 1}, {"arrival_rate_per_s": 1, "service_s": 0},
                                   {"arrival_rate_per_s": 1, "service_s": 1, "servers": 0},
                                   {"arrival_rate_per_s": 1, "service_s": 1, "service": "weibull"},
-                                  {"arrival_rate_per_s": 1, "service_s": 1, "target_utilisation": 1.5}])
+                                  {"arrival_rate_per_s": 1, "service_s": 1, "target_utilization": 1.5}])
 def test_queueing_bad_values(body):
     with pytest.raises(ValidationError):
         calc("queueing", body)
@@ -284,7 +284,7 @@ def test_queueing_servers_bound_is_enforced_and_work_is_capped():
         calc("queueing", {"arrival_rate_per_s": [1.0] * 1001, "service_s": 1.0, "target_wait_s": 0.1})
     assert ce.value.loc == ("target_wait_s",) and ce.value.status == 413
     with pytest.raises(ValidationError):
-        calc("queueing", {"arrival_rate_per_s": 1, "service_s": 1, "target_utilisation": 1.5})
+        calc("queueing", {"arrival_rate_per_s": 1, "service_s": 1, "target_utilization": 1.5})
     with pytest.raises(ValidationError):
         calc("queueing", {"arrival_rate_per_s": 1, "service_s": 1, "service": "general", "service_cv": 1e4})
     with pytest.raises(ValidationError):

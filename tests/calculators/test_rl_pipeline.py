@@ -55,10 +55,10 @@ def test_colocated_pool_adds_phases():
 
 def test_phase_memory_and_trade_offs():
     o = calc("rl-pipeline", {
-        "phase_memory": {"train_state_bytes": 40 * GIB, "weights_bytes": 16381470720, "kv_bytes": 24 * GIB,
-                         "runtime_bytes": 4 * GIB, "device_memory_bytes": 64 * GIB},
+        "phase_memory": {"train_state_bytes": 40 * GIB, "weight_bytes": 16381470720, "kv_bytes": 24 * GIB,
+                         "runtime_bytes": 4 * GIB, "memory_per_device_bytes": 64 * GIB},
         "idle_wait": {"waiting_gpus": 64, "wait_s": 2, "saved_gpu_s": 60},
-        "extra_rollout": {"base_usd_per_h": 83.79, "extra_usd_per_h": 5.32, "extra_instances": 6, "throughput_multipliers": [1.2, 1.6]}})
+        "extra_rollout": {"base_price_per_hour_usd": 83.79, "extra_price_per_hour_usd": 5.32, "extra_instances": 6, "throughput_multipliers": [1.2, 1.6]}})
     pm = o["phase_memory"]
     assert pm["train_only_bytes"] / GIB == 44
     assert pm["naive_peak_bytes"] / GIB == pytest.approx(83.2564, abs=5e-5)
@@ -116,7 +116,7 @@ def test_rollout_tail_race_and_oversampling():
 @settings(max_examples=60)
 @given(p=st.floats(0, 1), n=st.integers(1, 10**6), r=st.integers(1, 8))
 def test_tail_invariants(p, n, r):
-    o = calc("rl-rollout-tail", {"long_fraction": p, "short_s": 1, "long_s": 10, "race_copies": r, "batch_size": n})
+    o = calc("rl-rollout-tail", {"long_fraction": p, "short_s": 1, "long_s": 10, "race_copies": r, "batch": n})
     assert 1 - 1e-9 <= o["race_expected_s"] <= o["single_expected_s"] + 1e-9 <= o["batch_expected_wall_s"] + 2e-9
     assert o["batch_expected_wall_s"] <= 10 + 1e-9
 
@@ -169,7 +169,7 @@ def as_json(name, body):
                                      option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))["outputs"]
 
 
-TAIL = {"batch_size": 1, "long_fraction": 0.5, "long_s": 10, "race_copies": 1, "short_s": 1,
+TAIL = {"batch": 1, "long_fraction": 0.5, "long_s": 10, "race_copies": 1, "short_s": 1,
         "oversample": {"prompt_factor": 1, "prompts": 128, "response_factor": 1.25, "responses_per_prompt": 8}}
 
 
@@ -179,7 +179,7 @@ TAIL = {"batch_size": 1, "long_fraction": 0.5, "long_s": 10, "race_copies": 1, "
     (("oversample", "responses_per_prompt"), 10**4 + 1),
     (("oversample", "prompts"), 10**9 + 1),
     (("race_copies",), 1025),
-    (("batch_size",), 10**9 + 1),
+    (("batch",), 10**9 + 1),
 ])
 def test_rollout_tail_bounds_are_enforced(path, value):
     # The bounds used to be written as Field(le=...) next to PosInt/PosFloat, which pydantic silently ignores.
@@ -191,7 +191,7 @@ def test_rollout_tail_bounds_are_enforced(path, value):
 
 
 def test_rollout_tail_at_the_largest_accepted_inputs_answers():
-    body = {**TAIL, "race_copies": 1024, "batch_size": 10**9,
+    body = {**TAIL, "race_copies": 1024, "batch": 10**9,
             "oversample": {"prompts": 10**9, "responses_per_prompt": 10**4, "prompt_factor": 100, "response_factor": 100}}
     o = as_json("rl-rollout-tail", body)
     assert o["oversample"]["submitted"] == 10**11 * 10**6

@@ -10,12 +10,12 @@ from pydantic import ValidationError
 from calculators.framework import CalcInputError, UnknownId, no_lookup
 from tests.calculators.plain import compute as run  # outputs as plain values (sweeps are arrays in a Result)
 
-A = {"name": "A", "price_per_mtok": {"input": 1, "cache_read": 0.1, "output": 4},
+A = {"name": "A", "price_per_million_tokens_usd": {"input": 1, "cache_read": 0.1, "output": 4},
      "usage": {"prefix_tokens": 19000, "new_input_tokens": 1000, "output_tokens": 2000},
-     "pass_rate": 0.8, "cache_hit_rate": 1.0, "latency_s": {"hit": 10, "miss": 10}}
-B = {"name": "B", "price_per_mtok": {"input": 2, "cache_read": 0.2, "output": 8},
+     "pass_rate": 0.8, "prefix_hit_rate": 1.0, "latency_s": {"hit": 10, "miss": 10}}
+B = {"name": "B", "price_per_million_tokens_usd": {"input": 2, "cache_read": 0.2, "output": 8},
      "usage": {"prefix_tokens": 19000, "new_input_tokens": 1000, "output_tokens": 300},
-     "pass_rate": 0.98, "cache_hit_rate": 0.5, "latency_s": {"hit": 4, "miss": 12}}
+     "pass_rate": 0.98, "prefix_hit_rate": 0.5, "latency_s": {"hit": 4, "miss": 12}}
 BOOK = {"tasks": 1000, "candidates": [A, B]}
 DEADLINE = {"min_pass_rate": 0.75, "deadline_s": 6, "min_fraction_passed_on_time": 0.9}
 
@@ -42,7 +42,7 @@ def test_book_costs_per_call_and_per_success():
     assert a["cost_per_success"] == pytest.approx(0.013625)
     assert b["cost_total"] == pytest.approx(25.3)                 # half the calls hit
     assert b["cost_per_success"] == pytest.approx(0.0258163, abs=1e-7)
-    assert calc(with_b(cache_hit_rate=1.0))["candidates"][1]["cost_per_success"] == pytest.approx(0.00836735, abs=1e-8)
+    assert calc(with_b(prefix_hit_rate=1.0))["candidates"][1]["cost_per_success"] == pytest.approx(0.00836735, abs=1e-8)
 
 
 def test_book_break_even_is_1291_over_1520():
@@ -61,26 +61,26 @@ def test_book_deadline_needs_91_8367_percent_hits():
     assert round(b["min_hit_rate_for_deadline"] * 100, 4) == 91.8367
     assert b["feasible"] is False                                  # h = 0.5 is not enough
     assert o["cheapest_feasible"] is None
-    o2 = calc({**with_b(cache_hit_rate=[0.5, 0.9, 0.9183673469387755, 1.0]), "requirement": DEADLINE})
+    o2 = calc({**with_b(prefix_hit_rate=[0.5, 0.9, 0.9183673469387755, 1.0]), "requirement": DEADLINE})
     assert o2["candidates"][1]["feasible"] == [False, False, True, True]
     assert o2["cheapest_feasible"] == [None, None, "B", "B"]
 
 
 def test_single_agent_serving_points_choose_16_workers():
     speeds = {1: 38.60, 4: 35.51, 16: 32.80, 64: 17.54}
-    cands = [{"name": f"B{b}", "self_hosted": {"usd_per_hour": 2.09, "workers": b}, "tokens_per_s": r,
+    cands = [{"name": f"B{b}", "self_hosted": {"price_per_hour_usd": 2.09, "workers": b}, "tokens_per_s": r,
               "usage": {"output_tokens": 1e6}} for b, r in speeds.items()]
     o = calc({"candidates": cands, "requirement": {"min_tokens_per_s": 30}})
     monthly = [c["monthly_cost"] for c in o["candidates"]]
     assert monthly == pytest.approx([1504.8, 376.2, 94.05, 23.5125])
     assert o["candidates"][0]["monthly_output_tokens"] == pytest.approx(38.60 * 2.592e6)
-    assert [round(c["price_per_mtok"]["output"], 2) for c in o["candidates"]] == [15.04, 4.09, 1.11, 0.52]
+    assert [round(c["price_per_million_tokens_usd"]["output"], 2) for c in o["candidates"]] == [15.04, 4.09, 1.11, 0.52]
     assert [c["feasible"] for c in o["candidates"]] == [True, True, True, False]
     assert o["cheapest_feasible"] == "B16"
 
 
 def test_thinking_tokens_cost_and_estimated_time():
-    cands = [{"name": n, "price_per_mtok": {"input": 2, "output": 10},
+    cands = [{"name": n, "price_per_million_tokens_usd": {"input": 2, "output": 10},
               "usage": {"new_input_tokens": 10000, "output_tokens": out}, "tokens_per_s": r, "fixed_latency_s": 1}
              for n, out, r in (("100", 300, 50), ("1000", 1200, 150))]
     o = calc({"candidates": cands})
@@ -89,7 +89,7 @@ def test_thinking_tokens_cost_and_estimated_time():
 
 
 def test_cache_write_tokens_replace_input_price_on_a_miss():
-    b = {"name": "W", "price_per_mtok": {"input": 2, "cache_read": 0.2, "cache_write": 2.5, "output": 10},
+    b = {"name": "W", "price_per_million_tokens_usd": {"input": 2, "cache_read": 0.2, "cache_write": 2.5, "output": 10},
          "usage": {"prefix_tokens": 8000, "new_input_tokens": 2000, "cache_write_tokens": 8000}}
     c = calc({"candidates": [b]})["candidates"][0]
     assert c["cost_per_call_miss"] == pytest.approx((8000 * 2.5 + 2000 * 2) / 1e6)
@@ -121,9 +121,9 @@ def test_zero_pass_rate_gives_null_cost_per_success_not_a_crash():
 @settings(max_examples=60, deadline=None)
 @given(hs=st.lists(st.floats(0, 1), min_size=1, max_size=12))
 def test_sweep_matches_scalar_calls(hs):
-    swept = calc(with_b(cache_hit_rate=hs))
+    swept = calc(with_b(prefix_hit_rate=hs))
     for i, h in enumerate(hs):
-        one = calc(with_b(cache_hit_rate=h))
+        one = calc(with_b(prefix_hit_rate=h))
         assert swept["candidates"][1]["cost_per_success"][i] == pytest.approx(one["candidates"][1]["cost_per_success"])
         want = one["break_even"][0]["hit_rate"]  # A's break-even depends on B's swept hit rate
         got = swept["break_even"][0]["hit_rate"][i]
@@ -134,8 +134,8 @@ def test_sweep_matches_scalar_calls(hs):
 @given(h1=st.floats(0, 1), h2=st.floats(0, 1))
 def test_more_hits_never_cost_more_when_reads_are_cheaper(h1, h2):
     lo, hi = sorted((h1, h2))
-    a = calc(with_b(cache_hit_rate=lo))["candidates"][1]["cost_per_success"]
-    b = calc(with_b(cache_hit_rate=hi))["candidates"][1]["cost_per_success"]
+    a = calc(with_b(prefix_hit_rate=lo))["candidates"][1]["cost_per_success"]
+    b = calc(with_b(prefix_hit_rate=hi))["candidates"][1]["cost_per_success"]
     assert b <= a + 1e-15
 
 
@@ -143,25 +143,25 @@ def test_more_hits_never_cost_more_when_reads_are_cheaper(h1, h2):
 @given(ha=st.floats(0, 1), pa=st.floats(0.05, 1), pb=st.floats(0.05, 1))
 def test_break_even_hit_rate_equalises_cost_per_success(ha, pa, pb):
     body = copy.deepcopy(BOOK)
-    body["candidates"][0].update(cache_hit_rate=ha, pass_rate=pa)
+    body["candidates"][0].update(prefix_hit_rate=ha, pass_rate=pa)
     body["candidates"][1]["pass_rate"] = pb
     o = calc(body)
     h = next(p["hit_rate"] for p in o["break_even"] if p["x"] == "B")
     if h is None:
         return
-    body["candidates"][1]["cache_hit_rate"] = h
+    body["candidates"][1]["prefix_hit_rate"] = h
     o2 = calc(body)
     assert o2["candidates"][1]["cost_per_success"] == pytest.approx(o2["candidates"][0]["cost_per_success"], rel=1e-9)
 
 
 @pytest.mark.parametrize("body, loc", [
-    ({"candidates": [{"name": "x"}]}, ("candidates", 0, "price_per_mtok")),
-    ({"candidates": [{"name": "x", "price_per_mtok": {"input": 1, "output": 1},
-                      "self_hosted": {"usd_per_hour": 1}, "tokens_per_s": 1}]}, ("candidates", 0, "price_per_mtok")),
-    ({"candidates": [{"name": "x", "self_hosted": {"usd_per_hour": 1}}]}, ("candidates", 0, "tokens_per_s")),
+    ({"candidates": [{"name": "x"}]}, ("candidates", 0, "price_per_million_tokens_usd")),
+    ({"candidates": [{"name": "x", "price_per_million_tokens_usd": {"input": 1, "output": 1},
+                      "self_hosted": {"price_per_hour_usd": 1}, "tokens_per_s": 1}]}, ("candidates", 0, "price_per_million_tokens_usd")),
+    ({"candidates": [{"name": "x", "self_hosted": {"price_per_hour_usd": 1}}]}, ("candidates", 0, "tokens_per_s")),
     ({"candidates": [A, {**A}]}, ("candidates", 1, "name")),
-    ({"candidates": [{**A, "cache_hit_rate": [0.1, 0.2]}, {**B, "cache_hit_rate": [0.1, 0.2, 0.3]}]},
-     ("candidates", 1, "cache_hit_rate")),
+    ({"candidates": [{**A, "prefix_hit_rate": [0.1, 0.2]}, {**B, "prefix_hit_rate": [0.1, 0.2, 0.3]}]},
+     ("candidates", 1, "prefix_hit_rate")),
     ({"candidates": [{**A, "usage": {"prefix_tokens": 10, "cache_write_tokens": 11}}]},
      ("candidates", 0, "usage", "cache_write_tokens")),
     ({"candidates": [A], "requirement": {"deadline_s": 6}}, ("requirement", "min_fraction_passed_on_time")),
@@ -175,8 +175,8 @@ def test_semantic_errors_name_the_field(body, loc):
     assert e.value.loc == loc
 
 
-@pytest.mark.parametrize("patch", [{"pass_rate": 1.5}, {"cache_hit_rate": -0.1}, {"cache_hit_rate": float("nan")},
-                                   {"unknown": 1}, {"cache_hit_rate": []}])
+@pytest.mark.parametrize("patch", [{"pass_rate": 1.5}, {"prefix_hit_rate": -0.1}, {"prefix_hit_rate": float("nan")},
+                                   {"unknown": 1}, {"prefix_hit_rate": []}])
 def test_bad_values_are_refused_by_the_model(patch):
     with pytest.raises(ValidationError):
         calc(with_b(**patch))
@@ -190,7 +190,7 @@ def test_bad_requests_are_refused_by_the_model(body):
 
 # --------------------------------------------------------------------------- cascade: cheap first, escalate on failure
 
-C = {"name": "C", "price_per_mtok": {"input": 0.5, "output": 1},
+C = {"name": "C", "price_per_million_tokens_usd": {"input": 0.5, "output": 1},
      "usage": {"new_input_tokens": 1000, "output_tokens": 1000}, "pass_rate": 0.5}
 
 
@@ -249,9 +249,9 @@ def test_cascade_feasibility_and_refusals():
 
 
 def test_cascade_follows_a_hit_rate_sweep():
-    o = calc({**with_b(cache_hit_rate=[0.0, 0.5, 1.0]), "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
+    o = calc({**with_b(prefix_hit_rate=[0.0, 0.5, 1.0]), "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
     for i, h in enumerate([0.0, 0.5, 1.0]):
-        one = calc({**with_b(cache_hit_rate=h), "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
+        one = calc({**with_b(prefix_hit_rate=h), "cascade": [{"candidate": "A"}, {"candidate": "B"}]})
         assert o["cascade"]["cost_per_success"][i] == pytest.approx(one["cascade"]["cost_per_success"])
 
 
@@ -278,7 +278,7 @@ def test_headline_names_the_cheapest_and_its_cost():
 def test_outputs_model_validates_every_example():
     from calculators.framework.registry import REGISTRY
     c = REGISTRY["routing-cost"]
-    for body in (c.example, *c.extra_examples, {**with_b(cache_hit_rate=[0.0, 1.0]), "requirement": DEADLINE}):
+    for body in (c.example, *c.extra_examples, {**with_b(prefix_hit_rate=[0.0, 1.0]), "requirement": DEADLINE}):
         _, _, res = run("routing-cost", body, no_lookup)
         c.outputs_model.model_validate(res.outputs)
         assert len(res.headline) > 20 and res.headline.endswith(".")

@@ -15,7 +15,7 @@ def calc(body, lookup=no_lookup):
 
 
 def page(params, bits, mem_gb, price):
-    return calc({"method": "page", "params": params, "bytes_per_param": bits / 8, "memory_per_device_bytes": mem_gb * 1e9,
+    return calc({"method": "page", "params": params, "weight_bytes_per_param": bits / 8, "memory_per_device_bytes": mem_gb * 1e9,
                  "price_per_device_hour_usd": price, "target_tokens_per_s": 1000})
 
 
@@ -34,7 +34,7 @@ def test_page_examples_print_as_the_page_would(args, size, gpus, tps, replicas, 
     assert f"{o['cost_per_mtok_usd']:.2f}" == f"{cost_m:.2f}"
 
 
-BASE = {"params": 70e9, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
+BASE = {"params": 70e9, "weight_bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
         "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000}
 
 
@@ -88,7 +88,7 @@ def test_huge_model_page_counts_are_refused_not_overflowed():
     # With 1e30 parameters the page heuristic's int(x + 0.99) device count is ~3e19, beyond 64-bit JSON integers
     # (a 500). The page method now refuses it (422); the bandwidth method still answers, in floats.
     import orjson
-    body = {"params": 1e30, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
+    body = {"params": 1e30, "weight_bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
             "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000,
             "batch": [1, 16, 64], "context_tokens": 4096}
     _, _, r = run("serving-cost", body, no_lookup)
@@ -99,7 +99,7 @@ def test_huge_model_page_counts_are_refused_not_overflowed():
         calc({**body, "method": "page"})
     assert e.value.loc == ("params",)
     with pytest.raises(ValidationError):   # the le=8 bound used to be ignored (Field next to PosFloat)
-        calc({**body, "bytes_per_param": 9})
+        calc({**body, "weight_bytes_per_param": 9})
 
 
 def test_price_defaults_to_the_lowest_stored_on_demand_price(lookup):
@@ -158,19 +158,19 @@ def test_step_model_decode_step_and_devices(lookup):
 
 
 def test_step_model_chooses_the_batch_within_the_target(lookup):
-    o = plain({**STEP, "tpot_target_s": 0.03}, lookup)
+    o = plain({**STEP, "tpot_s": 0.03}, lookup)
     assert o["step_basis"] == "step model" and o["batch"] > 1 and o["step_time_s"] <= 0.03
     bigger = plain({**STEP, "batch": o["batch"] * 2}, lookup)        # twice the batch misses the target or needs more devices
     assert bigger["step_time_s"] > 0.03 or bigger["devices_per_replica"] > o["devices_per_replica"]
 
 
 def test_bare_numbers_keep_the_formula(lookup):
-    o = plain({**STEP, "bytes_per_param": 2, "batch": 8}, lookup)
+    o = plain({**STEP, "weight_bytes_per_param": 2, "batch": 8}, lookup)
     assert o["step_basis"] == "bandwidth formula"
     bw = lookup("hardware", "h100-sxm")["memory_bandwidth_bytes_per_s"]["value"]
     assert o["step_time_s"] == pytest.approx(o["memory_per_replica_bytes"] / (o["devices_per_replica"] * bw))
     with pytest.raises(CalcInputError) as e:
-        plain({**STEP, "bytes_per_param": 2, "batch": 8, "ep": 2}, lookup)
+        plain({**STEP, "weight_bytes_per_param": 2, "batch": 8, "ep": 2}, lookup)
     assert e.value.loc == ("ep",)
     with pytest.raises(CalcInputError) as e:                       # 70B in BF16 does not fit one H100
         plain({**STEP, "batch": 8, "tp": 1}, lookup)

@@ -103,7 +103,7 @@ def test_a_link_without_latency_says_alpha_is_assumed():
     r = run("collective", {"operation": "all_reduce", "ranks": 8, "message_bytes": 1e6, "link": lid}, LOOKUP)[2]
     assert r.inputs["latency_s"]["value"] == 0.0 and "ASSUMED" in r.inputs["latency_s"]["basis"]
     assert any(a.startswith("α NOT SOURCED") for a in r.assumptions)
-    given = run("collective", {"operation": "all_reduce", "ranks": 8, "message_bytes": 1e6, "link": lid, "alpha_s": 2e-6},
+    given = run("collective", {"operation": "all_reduce", "ranks": 8, "message_bytes": 1e6, "link": lid, "link_alpha_s": 2e-6},
                 LOOKUP)[2]
     assert given.inputs["latency_s"] == {"value": 2e-6, "basis": "given in the request"}
 

@@ -39,7 +39,7 @@ def test_sandbox_placements():
                                              {"name": "touched", "local_bytes": [512 * MiB]},
                                              {"name": "shared", "local_bytes": [128 * MiB]},
                                              {"name": "shared+hot", "local_bytes": [128 * MiB, 256 * MiB]}],
-                              "overhead_bytes": 4 * MiB, "instances": 100, "budget_bytes": 64 * GiB})["placements"]
+                              "overhead_bytes": 4 * MiB, "instances": 100, "memory_budget_bytes": 64 * GiB})["placements"]
     assert [p["per_instance_bytes"] / MiB for p in o] == [2052, 516, 132, 388]
     assert o[0]["total_bytes"] / GiB == pytest.approx(200.390625)
     assert [p["max_instances"] for p in o] == [31, 127, 496, 168]
@@ -48,13 +48,13 @@ def test_sandbox_placements():
 @given(st.integers(1, 10**4), st.integers(1, 10**6))
 def test_fit_is_the_largest_that_fits(per_mib, budget_mib):
     o = calc("instance-fit", {"placements": [{"name": "x", "local_bytes": [per_mib * MiB]}], "instances": 1,
-                              "budget_bytes": budget_mib * MiB})["placements"][0]
+                              "memory_budget_bytes": budget_mib * MiB})["placements"][0]
     n = o["max_instances"]
     assert n * per_mib <= budget_mib < (n + 1) * per_mib
 
 
 def test_instance_fit_with_a_subnormal_size_is_unbounded_not_a_crash():
     """5e-324 B per instance overflows budget / size to infinity: no whole count, answered as null, never a 500."""
-    body = {"budget_bytes": 1e9, "instances": 2, "placements": [{"name": "tiny", "local_bytes": [5e-324]}]}
+    body = {"memory_budget_bytes": 1e9, "instances": 2, "placements": [{"name": "tiny", "local_bytes": [5e-324]}]}
     res = run("instance-fit", body, no_lookup)[2]
     assert res.outputs["placements"][0]["max_instances"] is None

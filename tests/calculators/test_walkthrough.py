@@ -47,7 +47,7 @@ MODULE = textwrap.dedent('''
         note_scope(res, hw)
         usable = float(explain_memory_rule(res, hw.require("memory_bytes", "hardware"), None, None))
         weights = float(model_weight_bytes(rec, None, res))
-        bf16, fp32 = resolve_format("bf16", "kv_format"), resolve_format("fp32", "state_dtype")
+        bf16, fp32 = resolve_format("bf16", "kv_format"), resolve_format("fp32", "state_format")
         kv = float(kv_sizes(groups_from_model(rec, res, "model"), bf16, fp32, np.asarray(req.tokens)).bytes_per_request)
         res.outputs = {"usable_bytes": usable, "weight_bytes": weights, "kv_bytes": kv,
                        "fill": (weights + kv) / usable}

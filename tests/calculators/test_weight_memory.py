@@ -73,7 +73,7 @@ def test_label_based_235b_on_eight_80gb_cards():
 
 
 def test_hardware_memory_and_fit():
-    o = calc({"params": 1.6e12, "format": "int4", "devices": 8, "hardware": "gpu80"}, fake_lookup).outputs
+    o = calc({"params": 1.6e12, "weight_format": "int4", "devices": 8, "hardware": "gpu80"}, fake_lookup).outputs
     assert o["bytes_total"] == pytest.approx(800e9)
     assert o["fits"] is False
     assert o["min_devices"] == math.ceil(800e9 / (0.9 * 80e9))   # the memory rule: 90 % of each device is usable
@@ -105,10 +105,10 @@ def test_mla_deepseek_v3_total():
 
 def test_group_scale_formats():
     t = [{"name": "w", "shape": [12288, 4096]}]
-    assert calc({"tensors": t, "format": "nvfp4"}).outputs["bytes_total"] == 27 * 2**20
-    assert calc({"tensors": t, "format": "mxfp4"}).outputs["bytes_total"] == 25.5 * 2**20
+    assert calc({"tensors": t, "weight_format": "nvfp4"}).outputs["bytes_total"] == 27 * 2**20
+    assert calc({"tensors": t, "weight_format": "mxfp4"}).outputs["bytes_total"] == 25.5 * 2**20
     custom = {"bits_per_value": 4, "group_size": 128, "scale_bytes_per_group": 2}
-    assert calc({"tensors": t, "format": custom}).outputs["bytes_total"] == calc({"tensors": t, "format": "int4_g128"}).outputs["bytes_total"]
+    assert calc({"tensors": t, "weight_format": custom}).outputs["bytes_total"] == calc({"tensors": t, "weight_format": "int4_g128"}).outputs["bytes_total"]
 
 
 def test_tensor_list_copies_and_shards():
@@ -138,8 +138,8 @@ def test_per_device_share_is_total_over_devices(p, n):
 @settings(max_examples=30)
 @given(bits=st.floats(1, 32), extra=st.floats(0.01, 8))
 def test_more_bits_never_fewer_bytes(bits, extra):
-    a = calc({"params": 1e9, "format": {"bits_per_value": bits}}).outputs["bytes_total"]
-    b = calc({"params": 1e9, "format": {"bits_per_value": bits + extra}}).outputs["bytes_total"]
+    a = calc({"params": 1e9, "weight_format": {"bits_per_value": bits}}).outputs["bytes_total"]
+    b = calc({"params": 1e9, "weight_format": {"bits_per_value": bits + extra}}).outputs["bytes_total"]
     assert b > a
 
 
@@ -157,7 +157,7 @@ def test_validation():
     with pytest.raises(ValidationError):
         calc({"params": -1})
     with pytest.raises(ValidationError):
-        calc({"params": 1e9, "format": "int3"})
+        calc({"params": 1e9, "weight_format": "int3"})
     with pytest.raises(ValidationError):
         calc({"params": 1e9, "devices": 0})
     with pytest.raises(CalcInputError):
@@ -167,7 +167,7 @@ def test_validation():
 
 
 def test_unitemised_attention_falls_back_to_stored_total():
-    r = calc({"model": "fake-hybrid", "format": "bf16"}, fake_lookup)
+    r = calc({"model": "fake-hybrid", "weight_format": "bf16"}, fake_lookup)
     assert r.outputs["bytes_total"] == pytest.approx(568e9)
     assert any("params_total" == s["field"] for s in r.sources)
 

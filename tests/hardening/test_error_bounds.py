@@ -28,10 +28,10 @@ def test_a_sweep_of_invalid_values_answers_a_small_422_naming_the_field_and_the_
 
 
 def test_the_bound_is_per_field_and_a_total(client):
-    body = {**KV, "requests": [-1] * 500, "tensor_parallel": -1}
+    body = {**KV, "requests": [-1] * 500, "tp": -1}
     problem = client.post("/api/v1/calculators/kv-cache", json=body).json()
     fields = _fields(problem)
-    assert "tensor_parallel" in fields                       # a field with one error is never crowded out
+    assert "tp" in fields                       # a field with one error is never crowded out
     assert sum(f.startswith("requests") for f in fields) == MAX_ERRORS_PER_FIELD
     assert len(fields) <= MAX_ERRORS
     shown = {k: sum(f.split("[")[0] == k for f in fields) for k in ("tokens", "requests")}

@@ -95,7 +95,7 @@ def test_routing_cost_counts_its_candidate_pairs():
     body = json.loads(json.dumps(calc.example))
     body.pop("cascade", None)
     base = body["candidates"][0]
-    body["candidates"] = [dict(base, name=f"c{i}", cache_hit_rate=[0.5] * 1000) for i in range(6)]
+    body["candidates"] = [dict(base, name=f"c{i}", prefix_hit_rate=[0.5] * 1000) for i in range(6)]
     cost = limits.cost_of(calc, calc.request_model.model_validate(body))
     assert (cost.points, cost.series, cost.evaluations) == (1000, 30, 30_000)
 

@@ -89,7 +89,7 @@ def test_with_changes_replaces_in_place_and_keeps_repeats():
 BODIES = [
     {"model": "qwen3-8b", "tokens": 8192},
     {"model": "qwen3-8b", "tokens": [1024, 2048, 4096], "kv_format": "fp8"},
-    {"candidates": [{"name": "A", "cache_hit_rate": 0.5}], "note": "ünïcode 推测 & = ? #"},
+    {"candidates": [{"name": "A", "prefix_hit_rate": 0.5}], "note": "ünïcode 推测 & = ? #"},
     {"x": 1e-9, "y": 1.5e20, "z": None, "flag": True},
     {},
 ]

@@ -131,7 +131,7 @@ def test_kv_cache_runs_on_every_model(models, lookup, tp):
             continue
         body = {"model": mid, "tokens": [1, 8192, 131072]}
         if tp:
-            body["tensor_parallel"] = tp
+            body["tp"] = tp
         o = run("kv-cache", body, lookup)[2].outputs
         assert o["bytes_per_request"][1] > 0, mid
 
@@ -139,7 +139,7 @@ def test_kv_cache_runs_on_every_model(models, lookup, tp):
 def test_kv_cache_of_an_imported_hybrid_from_first_principles(lookup, models):
     m = models["qwen3.5-35b-a3b"]
     c = json.loads((CONFIG_DIR / m["config_provenance"]["file"]).read_bytes())["text_config"]
-    o = run("kv-cache", {"model": "qwen3.5-35b-a3b", "tokens": 8192, "kv_format": "bf16", "state_dtype": "fp32"}, lookup)[2].outputs
+    o = run("kv-cache", {"model": "qwen3.5-35b-a3b", "tokens": 8192, "kv_format": "bf16", "state_format": "fp32"}, lookup)[2].outputs
     full = c["layer_types"].count("full_attention")
     lin = c["layer_types"].count("linear_attention")
     kv = full * 2 * c["num_key_value_heads"] * c["head_dim"] * 2 * 8192

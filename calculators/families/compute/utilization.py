@@ -68,17 +68,17 @@ class InstanceFitRequest(CalcRequest):
     overhead_bytes: NonNegFloat = Field(0.0, description="Fixed bytes per instance besides its data (page tables, "
                                         "runtime), bytes.", examples=[4194304])
     instances: PosInt = Field(description="Instances to host.", examples=[100])
-    budget_bytes: PosFloat = Field(description="Local memory budget, bytes.", examples=[68719476736])
+    memory_budget_bytes: PosFloat = Field(description="Local memory budget, bytes (`shared_bytes` are taken out of it first).", examples=[68719476736])
     shared_bytes: NonNegFloat = Field(0.0, description="Bytes held once for all instances (a shared template), "
                                       "counted in the budget.", examples=[0])
 
 
 @quiet
 def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
-    if req.shared_bytes >= req.budget_bytes:
+    if req.shared_bytes >= req.memory_budget_bytes:
         raise CalcInputError("shared_bytes", "the shared part alone fills the budget")
     res = Result(inputs=request_inputs(req), outputs={})
-    free = req.budget_bytes - req.shared_bytes
+    free = req.memory_budget_bytes - req.shared_bytes
     rows = []
     for p in req.placements:
         per = res.step(f"{p.name}: per instance", "Σ local parts + overhead",
@@ -91,13 +91,13 @@ def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
         res.step(f"{p.name}: instances that fit", "floor((budget − shared) / per instance)", f"floor({num(free)} / {num(per)})",
                  fit, "instances")
         rows.append({"name": p.name, "per_instance_bytes": per, "total_bytes": total, "max_instances": fit,
-                     "fits": total <= req.budget_bytes})
+                     "fits": total <= req.memory_budget_bytes})
     res.outputs = out({"placements": rows})
     res.assume("Every instance holds its local parts plus the fixed overhead; shared parts are held once. Other "
                "processes, page-table growth, over-prefetch and reclaim are not modelled.")
     best = max(rows, key=lambda r: r["max_instances"] or 0)
     res.headline = hf.sentence(f"{best['name']} needs {hf.fmt_bytes(best['per_instance_bytes'])} per instance and fits "
-                               f"{hf.fmt_count(best['max_instances'])} in {hf.fmt_bytes(req.budget_bytes)}; "
+                               f"{hf.fmt_count(best['max_instances'])} in {hf.fmt_bytes(req.memory_budget_bytes)}; "
                                + ", ".join(f"{r['name']}: {hf.fmt_count(r['max_instances'])}" for r in rows if r is not best))
     return res
 
@@ -123,7 +123,7 @@ class InstanceFitPlacementOut(Outputs):
     total_bytes: float | None = Field(description="instances × per instance + shared, B.")
     max_instances: int | None = Field(description="Whole instances the budget holds, floor((budget − shared) / per "
                                       "instance) (null when an instance takes no bytes).")
-    fits: bool = Field(description="total_bytes ≤ budget_bytes.")
+    fits: bool = Field(description="total_bytes ≤ memory_budget_bytes.")
 
 
 class InstanceFitOutputs(Outputs):
@@ -162,7 +162,7 @@ CALCULATORS = [
         outputs_model=InstanceFitOutputs,
         example={"placements": [{"name": "full copy", "local_bytes": [2147483648]},
                                 {"name": "shared read-only", "local_bytes": [134217728]}],
-                 "overhead_bytes": 4194304, "instances": 100, "budget_bytes": 68719476736},
+                 "overhead_bytes": 4194304, "instances": 100, "memory_budget_bytes": 68719476736},
         cases=("snapshot-residency-and-first-use",),
     ),
 ]

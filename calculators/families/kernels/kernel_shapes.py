@@ -23,7 +23,7 @@ from calculators.framework import headline as hf
 # =========================================================================== attention projections
 
 class AttentionProjectionRequest(CalcRequest):
-    hidden: PosInt = Field(description="Model (residual) width d.", examples=[4096])
+    hidden_size: PosInt = Field(description="Model (residual) width d.", examples=[4096])
     heads: PosInt = Field(description="Query heads.", examples=[64])
     head_dim: PosInt = Field(description="Width of one head.", examples=[512])
     kv_heads: NonNegInt = Field(0, description="Key/value heads (GQA); 0 = as many as query heads.", examples=[8])
@@ -41,7 +41,7 @@ def attention_compute(req: AttentionProjectionRequest, lookup: Lookup) -> Result
         raise CalcInputError("group_output_dim", "give the width each group is projected to")
     res = Result(inputs=request_inputs(req), outputs={})
     kvh = req.kv_heads or req.heads
-    d = req.hidden
+    d = req.hidden_size
     q = res.step("query width", "heads × head_dim", f"{req.heads} × {req.head_dim}", req.heads * req.head_dim, "")
     kv = res.step("key (= value) width", "kv_heads × head_dim", f"{kvh} × {req.head_dim}", kvh * req.head_dim, "")
     o: dict = {"q_width": q, "kv_width": kv, "q_over_hidden": q / d}
@@ -74,7 +74,7 @@ def attention_compute(req: AttentionProjectionRequest, lookup: Lookup) -> Result
 class BankConflictRequest(CalcRequest):
     rows: Annotated[int, Field(ge=1, le=1 << 20)] = Field(description="Tile rows.", examples=[32])
     cols: Annotated[int, Field(ge=1, le=1 << 20)] = Field(description="Tile columns (elements used per row).", examples=[32])
-    element_bytes: Annotated[int, Field(ge=1, le=64)] = Field(4, description="Bytes per element (FP32 = 4).", examples=[4])
+    bytes_per_element: Annotated[int, Field(ge=1, le=64)] = Field(4, description="Bytes per element (FP32 = 4).", examples=[4])
     pitch_elements: list[PosInt] = Field(min_length=1, max_length=64, description="Row pitches to compare, in "
                                          "elements (≥ cols; cols + 1 is the usual padding).", examples=[[32, 33]])
     banks: Annotated[int, Field(ge=1, le=1024)] = Field(32, description="Shared-memory banks.", examples=[32])
@@ -96,13 +96,13 @@ def _rounds(addr_bytes: np.ndarray, eb: int, bank_bytes: int, banks: int) -> int
 @quiet
 def bank_compute(req: BankConflictRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req), outputs={})
-    eb = req.element_bytes
+    eb = req.bytes_per_element
     base = req.rows * req.cols * eb
     rows = []
     for j, p in enumerate(req.pitch_elements):
         if p < req.cols:
             raise CalcInputError(("pitch_elements", j), f"a pitch below cols ({req.cols}) overlaps rows")
-        size = res.step(f"pitch {p}: tile bytes", "rows × pitch × element_bytes", f"{req.rows} × {p} × {eb}",
+        size = res.step(f"pitch {p}: tile bytes", "rows × pitch × bytes_per_element", f"{req.rows} × {p} × {eb}",
                         req.rows * p * eb, "B")
         t_row = np.arange(min(req.threads, req.cols))
         t_col = np.arange(min(req.threads, req.rows))
@@ -144,7 +144,7 @@ class AttentionProjectionsOutputs(Outputs):
 
 class BankConflictPitchOut(Outputs):
     pitch_elements: int = Field(description="Row pitch, elements.")
-    bytes: int = Field(description="Tile bytes at this pitch, rows × pitch × element_bytes, B.")
+    bytes: int = Field(description="Tile bytes at this pitch, rows × pitch × bytes_per_element, B.")
     row_rounds: int = Field(description="Bank service rounds of one warp reading along a row.")
     column_rounds: int = Field(description="Bank service rounds of one warp reading down a column (1 = no conflict).")
     padding_bytes: int = Field(description="Bytes above the unpadded tile, B.")
@@ -154,7 +154,7 @@ class BankConflictPitchOut(Outputs):
 class BankConflictsOutputs(Outputs):
     """Outputs of bank-conflicts (past 64 bits the JSON answer writes byte counts as floats)."""
 
-    unpadded_bytes: int = Field(description="rows × cols × element_bytes, B.")
+    unpadded_bytes: int = Field(description="rows × cols × bytes_per_element, B.")
     pitches: list[BankConflictPitchOut] = Field(description="One row per requested pitch, in request order.")
 
 
@@ -172,7 +172,7 @@ CALCULATORS = [
         request_model=AttentionProjectionRequest,
         compute=attention_compute,
         outputs_model=AttentionProjectionsOutputs,
-        example={"hidden": 4096, "heads": 64, "head_dim": 512, "kv_heads": 1, "output_groups": 8, "group_output_dim": 1024},
+        example={"hidden_size": 4096, "heads": 64, "head_dim": 512, "kv_heads": 1, "output_groups": 8, "group_output_dim": 1024},
         cases=("model-operator-examples", "generative-multimodal-models"),
     ),
     Calculator(
@@ -181,14 +181,14 @@ CALCULATORS = [
         title="Shared-memory tile size and bank conflicts",
         summary="Bytes of a 2-D tile at a row pitch, and how many rounds a warp needs to read a row or a column over the "
                 "shared-memory banks; padding the pitch removes column conflicts.",
-        description="bytes = rows × pitch × element_bytes; bank of a word = word address mod banks; rounds = the largest "
+        description="bytes = rows × pitch × bytes_per_element; bank of a word = word address mod banks; rounds = the largest "
                     "number of distinct words one bank must serve. With pitch = 32 FP32 words every element of a column "
                     "sits in one bank (32 rounds); pitch 33 spreads them (1 round) for 3.125 % more memory. Limits: one "
                     "access pattern, no swizzling.",
         request_model=BankConflictRequest,
         compute=bank_compute,
         outputs_model=BankConflictsOutputs,
-        example={"rows": 32, "cols": 32, "element_bytes": 4, "pitch_elements": [32, 33]},
+        example={"rows": 32, "cols": 32, "bytes_per_element": 4, "pitch_elements": [32, 33]},
         cases=("buffer-capacity-and-data-movement",),
     ),
 ]

@@ -17,11 +17,11 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    broadcast, CalcRequest, Calculator, Chart, first, fmt_bytes, FractionSweep, Lookup, NonNegFloat,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, FractionSweep, Lookup, NonNegFloat,
     NonNegFloatSweep, NonNegIntSweep, num, out, Outputs, OutSweep, Profile, request_inputs, Result,
 )
 from calculators.domain import (
-    Architecture, FormatField, intify, kv_sizes, kv_source, MODEL_CONFIG_FIELD, resolve_format,
+    Architecture, FormatField, intify, kv_sizes, kv_source, MODEL_CONFIG_FIELD, resolve_format, weights_in_budget,
 )
 from calculators.framework import headline as hf
 
@@ -34,8 +34,8 @@ class KVEvictionRequest(CalcRequest):
     architecture: Architecture | None = Field(None, description="Explicit layer groups (kv-cache form) instead of `model` / `model_config`.")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token of full history, instead of a model.")
     kv_format: FormatField = Field("bf16", description="Cache format (as in kv-cache).")
-    state_dtype: FormatField = Field("fp32", description="Recurrent state format (as in kv-cache).")
-    tensor_parallel: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Ranks: adds per-device bytes.")
+    state_format: FormatField = Field("fp32", description="Recurrent state format (as in kv-cache).")
+    tp: Annotated[int, Field(ge=1, le=4096)] | None = Field(None, description="Tensor-parallel ranks: adds per-device bytes.")
     tokens: NonNegIntSweep = Field(description="Context length (tokens seen so far). Sweepable.", examples=[32768])
     sink_tokens: NonNegIntSweep = Field(4, description="Initial tokens always kept (attention sinks). Sweepable.", examples=[4])
     recent_tokens: NonNegIntSweep = Field(0, description="Most recent tokens kept (sliding window). Sweepable.", examples=[2048])
@@ -45,7 +45,17 @@ class KVEvictionRequest(CalcRequest):
     heavy_hitter_fraction: FractionSweep = Field(0.0, description="Heavy hitters as a fraction of the context (adds to the count). Sweepable.",
                                                  examples=[0.1])
     requests: NonNegIntSweep = Field(1, description="Concurrent requests. Sweepable.")
-    memory_budget_bytes: NonNegFloatSweep | None = Field(None, description="Bytes for KV: compares max requests with and without eviction. Sweepable.")
+    memory_budget_bytes: NonNegFloatSweep | None = Field(
+        None, description="Memory across the tensor-parallel group for the weights and the KV cache, bytes: compares max "
+        "requests with and without eviction. With a model (or `weight_bytes`) the weights are taken out first; with "
+        "`subtract_weights: false` all of it is KV. Sweepable.")
+    weight_bytes: NonNegFloat | None = Field(None, description="Weights resident across the group, bytes (default with a "
+                                             "model: its parameters in `weight_format`).")
+    weight_format: FormatField | None = Field(None, description="Format of the weights (default: the model's published "
+                                              "weight dtype).")
+    subtract_weights: bool | None = Field(None, description="Whether `memory_budget_bytes` still holds the weights. "
+                                          "Default: yes when they are known (a model, or `weight_bytes`); false for a "
+                                          "budget that is already KV only.")
 
 
 #: a number, or one per point when an input is swept (null where not finite)
@@ -74,11 +84,11 @@ class KVEvictionOutputs(Outputs):
     bytes_kept_total: OutSweep = Field(description="Kept KV of all `requests`, B.")
     bytes_saved_total: OutSweep = Field(description="Bytes saved over all `requests`, B.")
     compression_ratio: OutSweep = Field(description="full / kept bytes per request (null when nothing is kept).")
-    tensor_parallel: int | None = Field(None, description="Ranks the cache is split over (with tensor_parallel).")
+    tp: int | None = Field(None, description="Ranks the cache is split over (with tp).")
     per_device_bytes_full_per_request: OutSweep = Field(None, description="Full KV of one request on one rank, B "
-                                                        "(with tensor_parallel).")
+                                                        "(with tp).")
     per_device_bytes_kept_per_request: OutSweep = Field(None, description="Kept KV of one request on one rank, B "
-                                                        "(with tensor_parallel).")
+                                                        "(with tp).")
     max_requests_full: EvictRequests = Field(None, description="Requests the memory budget holds without eviction, "
                                              "floor(budget / full bytes) (with memory_budget_bytes).")
     max_requests_kept: EvictRequests = Field(None, description="Requests the memory budget holds under the eviction "
@@ -88,7 +98,7 @@ class KVEvictionOutputs(Outputs):
 def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     groups, fmt, rec = kv_source(req, lookup, res, required=True)
-    sfmt = resolve_format(req.state_dtype, "state_dtype", "fp32")
+    sfmt = resolve_format(req.state_format, "state_format", "fp32")
     named = {"tokens": req.tokens, "sink_tokens": req.sink_tokens, "recent_tokens": req.recent_tokens,
              "recent_fraction": req.recent_fraction, "heavy_hitter_tokens": req.heavy_hitter_tokens,
              "heavy_hitter_fraction": req.heavy_hitter_fraction, "requests": req.requests}
@@ -96,7 +106,7 @@ def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
         named["memory_budget_bytes"] = req.memory_budget_bytes
     x = broadcast(named)
     n = x["tokens"].astype(np.int64)
-    tp = req.tensor_parallel or 1
+    tp = req.tp or 1
     sinks = np.minimum(x["sink_tokens"].astype(np.int64), n)
     recent_budget = x["recent_tokens"].astype(np.int64) + np.floor(x["recent_fraction"] * n).astype(np.int64)
     heavy_budget = x["heavy_hitter_tokens"].astype(np.int64) + np.floor(x["heavy_hitter_fraction"] * n).astype(np.int64)
@@ -137,21 +147,31 @@ def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
         "bytes_full_total": intify(full_b * reqs), "bytes_kept_total": intify(kept_b * reqs), "bytes_saved_total": intify(saved * reqs),
         "compression_ratio": out(ratio),
     }
-    if req.tensor_parallel is not None:
+    if req.tp is not None:
         dev_kept = full.device_bytes_per_request - dbpt * evicted
-        outputs.update({"tensor_parallel": tp, "per_device_bytes_full_per_request": intify(full.device_bytes_per_request),
+        outputs.update({"tp": tp, "per_device_bytes_full_per_request": intify(full.device_bytes_per_request),
                         "per_device_bytes_kept_per_request": intify(dev_kept)})
         group_full, group_kept = full.device_bytes_per_request * tp, dev_kept * tp
     else:
         group_full, group_kept = full_b, kept_b
+    weights = None
     if "memory_budget_bytes" in x:
         mb = x["memory_budget_bytes"]
+        weights = weights_in_budget(req, rec, res, tp)
+        if weights is not None:
+            total = mb
+            mb = np.maximum(total - weights, 0.0)
+            res.step("KV budget", "budget − weights", f"{fmt_bytes(first(total))} − {fmt_bytes(weights)}", total - weights, "B")
         with np.errstate(divide="ignore", invalid="ignore"):
             m_full = np.where(group_full > 0, np.floor(mb / np.where(group_full > 0, group_full, 1.0)), np.inf)
             m_kept = np.where(group_kept > 0, np.floor(mb / np.where(group_kept > 0, group_kept, 1.0)), np.inf)
         res.step("max requests", "floor(budget / bytes per request), full vs kept",
                  f"floor({num(first(mb))} / {num(first(group_full))}) vs floor({num(first(mb))} / {num(first(group_kept))})", m_kept, "requests")
         outputs.update({"max_requests_full": intify(m_full), "max_requests_kept": intify(m_kept)})
+    else:
+        for k in ("weight_bytes", "weight_format", "subtract_weights"):
+            if getattr(req, k) is not None:
+                raise CalcInputError(k, "only used with `memory_budget_bytes`")
     res.outputs = outputs
     res.assume(
         "The budget applies per full-history layer (every layer and head keeps the same number of entries); windowed "
@@ -162,11 +182,11 @@ def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
         "H2O's reported quality at ~20 % of the cache is a property of its evaluated tasks, not of this arithmetic.",
         "An evicted token cannot be recovered: a later prefix-cache hit on it needs recompute.",
     )
-    res.headline = _headline(req, outputs, rec, fmt)
+    res.headline = _headline(req, outputs, rec, fmt, weights)
     return res
 
 
-def _headline(req: KVEvictionRequest, o: dict, rec: dict | None, fmt) -> str:
+def _headline(req: KVEvictionRequest, o: dict, rec: dict | None, fmt, weights: float | None) -> str:
     """KV kept vs full per request, and what the budget then holds (a sweep: its first point)."""
     n = hf.n_points(req.tokens, req.sink_tokens, req.recent_tokens, req.recent_fraction, req.heavy_hitter_tokens,
                     req.heavy_hitter_fraction, req.requests, req.memory_budget_bytes)
@@ -176,7 +196,7 @@ def _headline(req: KVEvictionRequest, o: dict, rec: dict | None, fmt) -> str:
             f"({hf.fmt_pct(o.get('fraction_kept'))}): {hf.fmt_bytes(o.get('bytes_kept_per_request'))} of {kind} per request "
             f"instead of {hf.fmt_bytes(o.get('bytes_full_per_request'))}")
     if o.get("max_requests_kept") is not None:
-        text += (f"; {hf.fmt_bytes(req.memory_budget_bytes)} then holds {hf.plural(o['max_requests_kept'], 'request')} "
+        text += (f"; {hf.fmt_bytes(req.memory_budget_bytes)}{' after the weights' if weights is not None else ''} then holds {hf.plural(o['max_requests_kept'], 'request')} "
                  f"instead of {hf.fmt_count(o.get('max_requests_full'))}")
     if n > 1:
         text += f" (first of {n:,} points)"
@@ -193,8 +213,8 @@ CALCULATORS = [
                 "(StreamingLLM / H2O / Scissorhands style) against the full history, per request and in total.",
         description="kept = min(N, sinks + recent + ⌊recent_fraction·N⌋ + heavy + ⌊heavy_fraction·N⌋) on each "
                     "full-history layer; bytes kept = full kv-cache bytes − bytes/token × evicted entries. Windowed, "
-                    "compressed and recurrent parts are unchanged. A memory budget compares max requests with and "
-                    "without eviction.",
+                    "compressed and recurrent parts are unchanged. A memory budget (minus the model's weights unless "
+                    "`subtract_weights: false`) compares max requests with and without eviction.",
         request_model=KVEvictionRequest,
         compute=compute,
         outputs_model=KVEvictionOutputs,

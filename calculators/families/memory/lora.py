@@ -4,7 +4,7 @@ The book's method (case `multi-lora-serving`): a rank-r adapter on a d_in→d_ou
 r·(d_in + d_out) parameters per layer; sharing one base model across adapters moves the cost to
 slots (pinned adapters hold them even when idle), to low-rank tiling (each adapter's tokens are
 padded to whole blocks), and to load time, which a scheduler can overlap with prefill or not.
-Given a memory budget (bytes, or a hardware id under the shared memory rule minus the base weights),
+Given a memory budget (bytes, or a hardware id under the shared memory rule), minus the base weights and a KV reserve,
 it answers how many adapters fit.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from calculators.framework import (
     Profile, quiet, request_inputs, Result,
 )
 from calculators.domain import (
-    explain_memory_rule, FORMAT_HELP, FormatField, hardware_spec, MODEL_CONFIG_FIELD, model_record,
-    model_weight_bytes, note_scope,
+    explain_memory_rule, FORMAT_HELP, FormatField, hardware_spec, MODEL_CONFIG_FIELD, model_record, note_scope,
+    weights_in_budget,
 )
 from calculators.framework import headline as H
 
@@ -68,7 +68,7 @@ class Schedule(CalcRequest):
     requests: ScheduleCount = Field(description=f"Simultaneous requests, one distinct not-yet-loaded adapter each (at most {MAX_SCHEDULE}).",
                              examples=[4])
     load_s: NonNegFloat | None = Field(None, description="Time to load one adapter on the single copy stream, seconds. "
-                                       "Omitted: the copy-only lower bound bytes_per_adapter / link_bytes_per_s.",
+                                       "Omitted: the copy-only lower bound bytes_per_adapter / link_bandwidth_bytes_per_s.",
                                        examples=[0.004])
     prefill_s_by_batch: list[BatchTime] = Field(min_length=1, max_length=MAX_SCHEDULE,
                                                 description="Prefill time per batch size; every batch size the policies "
@@ -87,7 +87,8 @@ class LoraRequest(CalcRequest):
     target_modules: list[str] | None = Field(None, max_length=64, description="Names of the modules the adapter targets. "
                                              "Omitted: every module (for a model: q/k/v/o/gate/up/down).",
                                              examples=[["q_proj", "v_proj"]])
-    dtype_bytes: Annotated[float, Field(gt=0, le=16, allow_inf_nan=False)] = Field(2.0, description="Bytes per adapter parameter (2 = BF16, 1 = FP8, 0.5 = 4-bit).")
+    adapter_bytes_per_param: Annotated[float, Field(gt=0, le=16, allow_inf_nan=False)] = Field(
+        2.0, description="Bytes per adapter parameter (2 = BF16, 1 = FP8, 0.5 = 4-bit).")
     adapters: PosIntSweep = Field(1, description="Adapters kept (e.g. registered in host memory). Sweepable.", examples=[100])
     gpu_slots: SlotCount | None = Field(None, description="Adapter slots on the GPU.", examples=[8])
     pinned_slots: SlotCount = Field(0, description="Slots held by pinned adapters, even when idle.", examples=[6])
@@ -95,13 +96,15 @@ class LoraRequest(CalcRequest):
         None, description="Tokens of one batch grouped by adapter, e.g. [17,1,1,1]; a list of such lists "
         "compares several batches.", examples=[[[20], [17, 1, 1, 1]]])
     block_tokens: Annotated[int, Field(ge=1, le=65536)] = Field(16, description="Tokens per block of the grouped low-rank kernel.")
-    link_bytes_per_s: PosFloatSweep | None = Field(None, description="Effective host→GPU copy bandwidth, bytes/s "
-                                                   "(12 GiB/s = 12884901888). Sweepable.", examples=[12884901888])
+    link_bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Effective host→GPU copy bandwidth, "
+                                                             "bytes/s (12 GiB/s = 12884901888). Sweepable.",
+                                                             examples=[12884901888])
     schedule: Schedule | None = Field(None, description="Compare 'load all, then one batch' with 'run the first ready, "
                                       "batch the rest' on one copy stream.")
     memory_budget_bytes: NonNegFloatSweep | None = Field(
-        None, description="Bytes free for adapters across the devices, base weights already subtracted (minus "
-        "`kv_reserve_bytes` if given). Sweepable. Or give `hardware`.", examples=[4 * 2**30])
+        None, description="Memory across the devices for the base weights and the adapters, bytes: with a model (or "
+        "`base_weight_bytes`) the base weights are taken out first, then `kv_reserve_bytes`; with `subtract_weights: "
+        "false` the budget is already net of the weights. Sweepable. Or give `hardware`.", examples=[24 * 2**30])
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: budget = usable memory per "
                                  "device (memory rule) × devices − base weights − kv_reserve_bytes.", examples=["h100-sxm"])
     devices: Annotated[int, Field(ge=1, le=100_000)] | None = Field(
@@ -111,6 +114,9 @@ class LoraRequest(CalcRequest):
                                                   "(default with a model: its published weight bytes).")
     weight_format: FormatField | None = Field(None, description="Format of the base weights (default: the model's published "
                                               "one). " + FORMAT_HELP)
+    subtract_weights: bool | None = Field(None, description="Whether the budget (`memory_budget_bytes` or the "
+                                          "hardware's memory) still holds the base weights. Default: yes when they are "
+                                          "known (a model, or `base_weight_bytes`).")
     kv_reserve_bytes: NonNegFloat = Field(0.0, description="Bytes kept for the KV cache across the devices, subtracted from "
                                           "the budget (default 0: adapters may take all the free memory).", examples=[40e9])
     memory_utilization: Fraction | None = Field(None, description="With `hardware`: usable fraction of device memory (default "
@@ -164,7 +170,7 @@ class LoraOutputs(Outputs):
     base_flops: OutSweep = Field(None, description="Base FLOPs of the batch's tokens.")
     lora_flops: OutSweep = Field(None, description="Adapter FLOPs of the batch's tokens.")
     lora_padded_flops: OutSweep = Field(None, description="Adapter FLOPs the grouped kernel spends on padded positions.")
-    load_lower_bound_s: OutSweep = Field(None, description="bytes_per_adapter / link_bytes_per_s, s.")
+    load_lower_bound_s: OutSweep = Field(None, description="bytes_per_adapter / link_bandwidth_bytes_per_s, s.")
     schedule: ScheduleOut | None = None
     budget_bytes: OutSweep = Field(None, description="Bytes available for adapters after weights and KV reserve, B "
                                    "(with memory_budget_bytes or hardware).")
@@ -268,7 +274,8 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
     if req.memory_budget_bytes is not None and req.hardware is not None:
         raise CalcInputError("memory_budget_bytes", "give either `memory_budget_bytes` or `hardware`, not both")
     x = broadcast({"rank": req.rank, "adapters": req.adapters,
-                   **({"link_bytes_per_s": req.link_bytes_per_s} if req.link_bytes_per_s is not None else {}),
+                   **({"link_bandwidth_bytes_per_s": req.link_bandwidth_bytes_per_s}
+                      if req.link_bandwidth_bytes_per_s is not None else {}),
                    **({"memory_budget_bytes": req.memory_budget_bytes} if req.memory_budget_bytes is not None else {})})
     r = np.asarray(req.rank, dtype=np.int64)  # counts stay integers (rank ≤ 1e15 × widths fits in int64 only when small)
     if float(np.max(r)) * layers * width > 2**62:
@@ -279,8 +286,8 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
     params = layers * r * width
     res.step("parameters per adapter", "layers × Σ r·(d_in + d_out)", f"{layers} × {num(first(r))} × {num(width)}",
              params, "parameters")
-    bytes_one = params * req.dtype_bytes
-    res.step("bytes per adapter", "params × dtype_bytes", f"{num(first(params))} × {num(req.dtype_bytes)} = "
+    bytes_one = params * req.adapter_bytes_per_param
+    res.step("bytes per adapter", "params × adapter_bytes_per_param", f"{num(first(params))} × {num(req.adapter_bytes_per_param)} = "
              f"{fmt_bytes(first(bytes_one))}", bytes_one, "B")
     bytes_all = bytes_one * x["adapters"]
     res.step("all adapters", "bytes_per_adapter × adapters", f"{num(first(bytes_one))} B × {num(first(x['adapters']))} = "
@@ -339,10 +346,11 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
         outputs["lora_flops"] = out(lora_flops)
         outputs["lora_padded_flops"] = out(padded)
 
-    if req.link_bytes_per_s is not None:
-        t_load = bytes_one / x["link_bytes_per_s"]
-        res.step("copy-only load time", "bytes_per_adapter / link_bytes_per_s",
-                 f"{fmt_bytes(first(bytes_one))} / {num(first(x['link_bytes_per_s']))} B/s = {fmt_s(first(t_load))}", t_load, "s")
+    if req.link_bandwidth_bytes_per_s is not None:
+        t_load = bytes_one / x["link_bandwidth_bytes_per_s"]
+        res.step("copy-only load time", "bytes_per_adapter / link_bandwidth_bytes_per_s",
+                 f"{fmt_bytes(first(bytes_one))} / {num(first(x['link_bandwidth_bytes_per_s']))} B/s = {fmt_s(first(t_load))}",
+                 t_load, "s")
         outputs["load_lower_bound_s"] = out(t_load)
 
     if req.schedule is not None:
@@ -354,7 +362,7 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
         elif "load_lower_bound_s" in outputs:
             load = float(first(outputs["load_lower_bound_s"]))
         else:
-            raise CalcInputError(("schedule", "load_s"), "give load_s or link_bytes_per_s")
+            raise CalcInputError(("schedule", "load_s"), "give load_s or link_bandwidth_bytes_per_s")
         table = {}
         for i, bt in enumerate(s.prefill_s_by_batch):
             if bt.batch in table:
@@ -388,21 +396,21 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
 
 def _budget(req: LoraRequest, lookup: Lookup, res: Result, rec: dict | None, x: dict, bytes_one, bytes_all,
             outputs: dict) -> None:
-    """How many adapters fit: budget = (given bytes, or usable memory × devices − base weights) − KV reserve."""
-    if req.hardware is None:
-        for k in ("devices", "base_weight_bytes", "weight_format", "memory_utilization", "runtime_reserve_bytes"):
+    """How many adapters fit: budget = (given bytes, or usable memory × devices) − base weights − KV reserve."""
+    if req.hardware is None and req.memory_budget_bytes is None:
+        for k in ("devices", "base_weight_bytes", "weight_format", "memory_utilization", "runtime_reserve_bytes",
+                  "subtract_weights"):
             if getattr(req, k) is not None:
-                raise CalcInputError(k, "only used with `hardware` (with memory_budget_bytes subtract weights yourself)")
-        if req.memory_budget_bytes is None:
-            if req.kv_reserve_bytes:
-                raise CalcInputError("kv_reserve_bytes", "needs memory_budget_bytes or hardware")
-            return
-        given = x["memory_budget_bytes"]
-        budget = given - req.kv_reserve_bytes
-        res.step("adapter budget", "budget = memory_budget_bytes − kv_reserve_bytes",
-                 f"{fmt_bytes(first(given))} − {fmt_bytes(req.kv_reserve_bytes)}", budget, "B")
-        res.assume("memory_budget_bytes is taken as the memory left after the base weights; only kv_reserve_bytes is "
-                   "subtracted from it.")
+                raise CalcInputError(k, "only used with `memory_budget_bytes` or `hardware`")
+        if req.kv_reserve_bytes:
+            raise CalcInputError("kv_reserve_bytes", "needs memory_budget_bytes or hardware")
+        return
+    n = None
+    if req.hardware is None:
+        for k in ("devices", "memory_utilization", "runtime_reserve_bytes"):
+            if getattr(req, k) is not None:
+                raise CalcInputError(k, "only used with `hardware`")
+        total = x["memory_budget_bytes"]
     else:
         hw = hardware_spec(lookup, req.hardware, "hardware")
         note_scope(res, hw)
@@ -410,21 +418,16 @@ def _budget(req: LoraRequest, lookup: Lookup, res: Result, rec: dict | None, x: 
         hw.cite(res, "memory_bytes")
         per_dev = float(explain_memory_rule(res, capacity, req.memory_utilization, req.runtime_reserve_bytes))
         n = req.devices if req.devices is not None else hw.devices
-        usable = res.step("usable memory", "usable per device × devices", f"{fmt_bytes(per_dev)} × {n}", per_dev * n, "B")
-        if req.base_weight_bytes is not None:
-            weights = req.base_weight_bytes
-            res.step("base weights", "given", fmt_bytes(weights), weights, "B")
-        else:
-            if rec is None:
-                raise CalcInputError("base_weight_bytes", "with `hardware` and explicit modules give base_weight_bytes")
-            weights = model_weight_bytes(rec, req.weight_format, res, "weight_format")
-        budget = usable - weights - req.kv_reserve_bytes
-        res.step("adapter budget", "budget = usable − base weights − kv_reserve_bytes",
-                 f"{fmt_bytes(usable)} − {fmt_bytes(weights)} − {fmt_bytes(req.kv_reserve_bytes)}", budget, "B")
-        res.assume(f"Adapter budget on {n} × {hw.id}: the memory rule's usable bytes minus the base weights"
-                   + (" and the KV reserve" if req.kv_reserve_bytes else " (no KV reserve given: the adapters may take all "
-                      "of it, leaving nothing for the KV cache; give kv_reserve_bytes)")
-                   + "; weights and adapters are split evenly over the devices (as tensor parallelism shards both).")
+        total = res.step("usable memory", "usable per device × devices", f"{fmt_bytes(per_dev)} × {n}", per_dev * n, "B")
+    weights = weights_in_budget(req, rec, res, n or 1, needed=req.hardware is not None, bytes_field="base_weight_bytes")
+    budget = total - (weights or 0.0) - req.kv_reserve_bytes
+    res.step("adapter budget", "budget = memory − base weights − kv_reserve_bytes",
+             f"{fmt_bytes(first(total))} − {fmt_bytes(weights or 0.0)} − {fmt_bytes(req.kv_reserve_bytes)}", budget, "B")
+    res.assume(("Adapter budget on " + f"{n} × {hw.id}: the memory rule's usable bytes" if n else "Adapter budget: the memory given")
+               + (" minus the base weights" if weights is not None else "")
+               + (" and the KV reserve" if req.kv_reserve_bytes else " (no KV reserve given: the adapters may take all "
+                  "of it, leaving nothing for the KV cache; give kv_reserve_bytes)")
+               + "; weights and adapters are split evenly over the devices (as tensor parallelism shards both).")
     budget = np.maximum(np.asarray(budget, dtype=float), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         fit = np.where(bytes_one > 0, np.floor(budget / np.where(bytes_one > 0, bytes_one, 1.0)), np.inf)
@@ -442,18 +445,19 @@ def _headline(req: LoraRequest, rec: dict | None, o: dict) -> str:
     s = f"A rank-{H.fmt_count(rank)} adapter of {name} on {mods} takes {H.fmt_bytes(o['bytes_per_adapter'])}"
     if "adapters_that_fit" in o:
         fit = H.scalar(o["adapters_that_fit"])
+        after = [w for w, on in (("the base weights", req.subtract_weights is not False and (rec is not None or req.base_weight_bytes is not None)),
+                                 ("the KV reserve", bool(req.kv_reserve_bytes))) if on]
+        after_text = f" after {' and '.join(after)}" if after else ""
         if req.hardware:
             n = req.devices if req.devices is not None else None
-            where = f" left on {n} × {req.hardware} after the base weights" if n else f" left on {req.hardware} after the base weights"
-            where += " and the KV reserve" if req.kv_reserve_bytes else ""
-            s += f", so {H.plural(fit, 'adapter')} fit in the {H.fmt_bytes(o['budget_bytes'])}{where}"
+            where = f" left on {n} × {req.hardware}" if n else f" left on {req.hardware}"
+            s += f", so {H.plural(fit, 'adapter')} fit in the {H.fmt_bytes(o['budget_bytes'])}{where}{after_text}"
         else:
-            s += (f", so {H.plural(fit, 'adapter')} fit in a budget of {H.fmt_bytes(o['budget_bytes'])}"
-                  + (" after the KV reserve" if req.kv_reserve_bytes else ""))
+            s += f", so {H.plural(fit, 'adapter')} fit in the {H.fmt_bytes(o['budget_bytes'])} left{after_text}"
     else:
         n = H.scalar(req.adapters)
         s += f"; {H.plural(n, 'adapter')} {'takes' if n == 1 else 'take'} {H.fmt_bytes(o['bytes_all_adapters'])}"
-    return H.sentence(s + H.sweep_note(req.rank, req.adapters, req.memory_budget_bytes, req.link_bytes_per_s))
+    return H.sentence(s + H.sweep_note(req.rank, req.adapters, req.memory_budget_bytes, req.link_bandwidth_bytes_per_s))
 
 
 CALCULATORS = [
@@ -466,21 +470,21 @@ CALCULATORS = [
         summary="Size of a LoRA adapter from the model's projections and rank, GPU slots left after pinning, padding of "
                 "the grouped low-rank kernel, copy-only load time, FLOPs, and two load/prefill overlap policies.",
         description="Per targeted projection an adapter adds r·(d_in + d_out) parameters per layer; bytes = layers × Σ × "
-                    "dtype_bytes. Free slots = gpu_slots − pinned_slots. Grouped kernel: blocks = Σ ceil(t_i / block), "
+                    "adapter_bytes_per_param. Free slots = gpu_slots − pinned_slots. Grouped kernel: blocks = Σ ceil(t_i / block), "
                     "positions = block·blocks, fill = tokens / positions. Load lower bound = bytes / link. FLOPs: base "
                     "2·d_in·d_out, LoRA 2·r·(d_in + d_out) per token per projection. Schedule: a single copy stream loads "
                     "n adapters; 'load all' starts one batch after the last load; 'ready first' greedily batches the "
                     "loaded adapters whenever the GPU is free. Limits: dense projections only (no MoE experts); ideal "
                     "overlap; no queueing or arrivals beyond the simultaneous batch. Budget: adapters that fit = floor((memory_budget_bytes, or "
-                    "usable memory × devices − base weights) − kv_reserve_bytes) / bytes_per_adapter).",
+                    "usable memory × devices) − base weights − kv_reserve_bytes) / bytes_per_adapter).",
         request_model=LoraRequest,
         outputs_model=LoraOutputs,
         compute=compute,
-        example={"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "dtype_bytes": 2,
+        example={"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "adapter_bytes_per_param": 2,
                  "adapters": 100, "gpu_slots": 8, "pinned_slots": 6, "tokens_per_adapter": [[20], [17, 1, 1, 1]],
-                 "block_tokens": 16, "link_bytes_per_s": 12884901888},
+                 "block_tokens": 16, "link_bandwidth_bytes_per_s": 12884901888},
         cases=("multi-lora-serving",),
-        sweepable=("rank", "adapters", "link_bytes_per_s"),
+        sweepable=("rank", "adapters", "link_bandwidth_bytes_per_s"),
         chart=Chart(x="rank", y=("bytes_per_adapter",), x_label="LoRA rank", y_label="bytes per adapter"),
         extra_examples=({"layers": 36, "modules": [{"name": "q_proj", "d_in": 4096, "d_out": 4096},
                                                    {"name": "v_proj", "d_in": 4096, "d_out": 1024}],
@@ -491,6 +495,6 @@ CALCULATORS = [
                                                              {"batch": 4, "prefill_s": 0.022}]}},
                         {"model": "qwen3-8b", "rank": 16, "target_modules": ["q_proj", "v_proj"], "adapters": 1000,
                          "hardware": "h100-sxm", "kv_reserve_bytes": 40e9},
-                        {"model": "qwen3-8b", "rank": [8, 16, 64], "memory_budget_bytes": 8 * 2**30}),
+                        {"model": "qwen3-8b", "rank": [8, 16, 64], "memory_budget_bytes": 24 * 2**30}),
     ),
 ]

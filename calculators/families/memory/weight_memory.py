@@ -41,11 +41,11 @@ class TensorSpec(CalcRequest):
     name: str = Field("tensor", max_length=200, description="Label shown in the outputs.")
     shape: list[PosInt] = Field(min_length=1, max_length=8, description="Dimensions; values = product.", examples=[[4096, 12288]])
     count: PosInt = Field(1, description="Identical tensors of this shape (e.g. 3 SwiGLU matrices, 2 buffer slots).")
-    format: Format | None = Field(None, description="Storage format of this tensor; defaults to the request's `format`.")
+    format: Format | None = Field(None, description="Storage format of this tensor; defaults to the request's `weight_format`.")
 
 
 class ComponentFormats(CalcRequest):
-    """Per-component overrides of `format` (e.g. routed experts 4-bit, the rest BF16)."""
+    """Per-component overrides of `weight_format` (e.g. routed experts 4-bit, the rest BF16)."""
 
     attention: Format | None = None
     dense_ffn: Format | None = None
@@ -60,13 +60,17 @@ class ComponentFormats(CalcRequest):
 class WeightMemoryRequest(CalcRequest):
     """Exactly one of `model`, `architecture`, `params`, `tensors` describes what is stored."""
 
+    #: `format` was this request's name for the weights' format (quantization's `format` sizes any values, so the
+    #: rename holds here only)
+    renamed_fields = {"format": "weight_format"}
+
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store (e.g. qwen3-8b).", examples=["qwen3-8b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
     architecture: ShapeArchitecture | None = Field(None, description="Explicit shapes instead of a model id.")
     params: PosFloatSweep | None = Field(None, description="Explicit parameter count (e.g. 235e9 for a '235B' label). Sweepable.", examples=[235e9])
     tensors: list[TensorSpec] | None = Field(None, min_length=1, max_length=200, description="Explicit tensors (one group), repeated `copies` times.")
     copies: PosInt = Field(1, description="Repeat the `tensors` group this many times (e.g. layers).")
-    format: Format | None = Field(None, description="Storage format of every component (default: the model's published "
+    weight_format: Format | None = Field(None, description="Storage format of every component (default: the model's published "
                                   "weight format, else bf16). " + FORMAT_HELP)
     component_formats: ComponentFormats | None = Field(None, description="Per-component format overrides (model/architecture only).")
     compare_formats: list[Format] = Field(default_factory=list, max_length=20, description="Further formats to report side by side (all components in that format).")
@@ -193,13 +197,13 @@ def device_memory(req, lookup: Lookup, res: Result, loc: str = "hardware"):
 # --------------------------------------------------------------------------- compute
 
 def _fmt_for(req: WeightMemoryRequest, comp: str, shipped: WeightFormats | None = None) -> Format:
-    """A component's format: its override, else the request's `format`, else the model's published one, else bf16."""
+    """A component's format: its override, else the request's `weight_format`, else the model's published one, else bf16."""
     cf = req.component_formats
     f = getattr(cf, comp) if cf else None
     if f is not None:
         return f
-    if req.format is not None:
-        return req.format
+    if req.weight_format is not None:
+        return req.weight_format
     if shipped is not None:
         return shipped.for_component(comp)
     return "bf16"
@@ -246,12 +250,12 @@ def compute(req: WeightMemoryRequest, lookup: Lookup) -> Result:
     arch, rec = (None, None)
     if req.model or req.architecture or getattr(req, "model_config", None):
         arch, rec = resolve_arch(req, lookup, res, req.qk_norm)
-    shipped = shipped_weight_formats((rec.weight_dtype if rec is not None else None)) if req.format is None else None
-    fmt_main = req.format if req.format is not None else (shipped.main if shipped else "bf16")
-    if req.format is None and shipped is not None:
-        res.assume(f"Weight format: {rec.id} is published as {shipped.label} ({shipped.note}); pass `format` to change it.")
-    elif req.format is None:
-        res.assume("Weight format: bf16 (no published format known); pass `format` to change it.")
+    shipped = shipped_weight_formats((rec.weight_dtype if rec is not None else None)) if req.weight_format is None else None
+    fmt_main = req.weight_format if req.weight_format is not None else (shipped.main if shipped else "bf16")
+    if req.weight_format is None and shipped is not None:
+        res.assume(f"Weight format: {rec.id} is published as {shipped.label} ({shipped.note}); pass `weight_format` to change it.")
+    elif req.weight_format is None:
+        res.assume("Weight format: bf16 (no published format known); pass `weight_format` to change it.")
     res.assume(f"Storage format {format_label(fmt_main)}: {num(bits_per_param(fmt_main))} bits per parameter on average "
                f"({resolve_format(fmt_main).layout}).")
 
@@ -448,7 +452,7 @@ CALCULATORS = [
     Calculator(
         name="weight-memory",
         profile=Profile(1.9e-07, 125, 46),
-        compare=("format", ("bf16", "fp8", "int4")),
+        compare=("weight_format", ("bf16", "fp8", "int4")),
         series=list_series("compare_formats", "formats"),
         family="weight_memory",
         title="Weight memory and fit",
@@ -462,12 +466,12 @@ CALCULATORS = [
         request_model=WeightMemoryRequest,
         compute=compute,
         outputs_model=WeightMemoryOutputs,
-        example={"model": "qwen3-235b-a22b", "format": "bf16", "component_formats": {"routed_experts": "mxfp4"},
+        example={"model": "qwen3-235b-a22b", "weight_format": "bf16", "component_formats": {"routed_experts": "mxfp4"},
                  "devices": 8, "memory_per_device_bytes": 80e9, "compare_formats": ["fp8", "int4"]},
         cases=("model-resource-accounting", "model-parallelism", "weight-handoff", "model-operator-examples"),
         sweepable=("devices", "params", "memory_per_device_bytes"),
         chart=Chart(x="devices", y=("per_device_bytes",), x_label="devices", y_label="bytes per device"),
-        extra_examples=({"params": [7e9, 70e9, 235e9], "format": "bf16", "compare_formats": ["int8", "int4"]},
+        extra_examples=({"params": [7e9, 70e9, 235e9], "weight_format": "bf16", "compare_formats": ["int8", "int4"]},
                         {"tensors": [{"name": "gate_proj", "shape": [12288, 4096]}], "devices": [4, 8]}),
     ),
 ]

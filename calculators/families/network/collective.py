@@ -39,9 +39,9 @@ class CollectiveRequest(CalcRequest):
     message_bytes: NonNegFloatSweep = Field(description="Full logical buffer M in bytes: all-reduce input per rank, whole gathered/scattered "
                                             "tensor, bytes each rank holds before an all-to-all, the root's broadcast buffer. Sweepable.",
                                             examples=[8192])
-    alpha_s: NonNegFloatSweep | None = Field(None, description="Start-up latency α per dependent round, seconds. Default: the link's "
+    link_alpha_s: NonNegFloatSweep | None = Field(None, description="Start-up latency α per dependent round, seconds. Default: the link's "
                                              "latency_s, else 0. Sweepable.", examples=[2e-6])
-    bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Effective one-way bandwidth B of one rank's port, bytes/s "
+    link_bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Effective one-way bandwidth B of one rank's port, bytes/s "
                                                         "(not a bidirectional aggregate). Default: the link's one_way_bytes_per_s. "
                                                         "Without any bandwidth only byte counts are returned. Sweepable.",
                                                         examples=[50e9])
@@ -108,7 +108,8 @@ def _dominant(lat, bwp):
 @np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req), outputs={})
-    alpha, bw = resolve_link(lookup, res, req.link, req.alpha_s, req.bandwidth_bytes_per_s, gpus=req.ranks)
+    alpha, bw = resolve_link(lookup, res, req.link, req.link_alpha_s, req.link_bandwidth_bytes_per_s, alpha_loc="link_alpha_s",
+                             gpus=req.ranks)
     alpha_given = alpha is not None
     x = broadcast({"ranks": req.ranks, "message_bytes": req.message_bytes,
                    "alpha_s": 0.0 if alpha is None else alpha, "bandwidth_bytes_per_s": np.nan if bw is None else bw})
@@ -200,7 +201,7 @@ def compute_collective(req: CollectiveRequest, lookup: Lookup) -> Result:
 
 def _collective_headline(req: CollectiveRequest, o: dict, timed: bool) -> str:
     """One collective's time and what bounds it (a sweep: its first point)."""
-    n = hf.n_points(req.ranks, req.message_bytes, req.alpha_s, req.bandwidth_bytes_per_s)
+    n = hf.n_points(req.ranks, req.message_bytes, req.link_alpha_s, req.link_bandwidth_bytes_per_s)
     op = req.operation.replace("_", "-")
     ranks = "2 ranks" if req.operation == "point_to_point" else hf.plural(req.ranks, "rank")
     what = (f"A point-to-point transfer of {hf.fmt_bytes(req.message_bytes)}" if req.operation == "point_to_point"
@@ -239,10 +240,10 @@ CALCULATORS = [
         compute=compute_collective,
         outputs_model=CollectiveOutputs,
         example={"operation": "all_reduce", "algorithm": "ring", "ranks": 8, "message_bytes": [8192, 8388608],
-                 "alpha_s": 2e-6, "bandwidth_bytes_per_s": 50e9},
+                 "link_alpha_s": 2e-6, "link_bandwidth_bytes_per_s": 50e9},
         cases=("collective-paths-and-diagnosis", "network-planning-and-collectives", "pcie-staging-and-numa",
                "parallel-switching-and-state", "training-compute"),
-        sweepable=("ranks", "message_bytes", "alpha_s", "bandwidth_bytes_per_s"),
+        sweepable=("ranks", "message_bytes", "link_alpha_s", "link_bandwidth_bytes_per_s"),
         chart=Chart(x="message_bytes", y=("latency_part_s", "bandwidth_part_s"), kind="stacked-bar",
                     x_label="message (bytes)", y_label="seconds"),
     ),

@@ -2,8 +2,9 @@
 
 The book's edge-cloud method (case `raw-retouching`): a request whose steps depend on each
 other costs the *sum* of its terms, so the first question is which term dominates; a what-if
-replaces some inputs and reports the time saved. A RAW capture can be given by its geometry
-(`raw`), and `on_device` compares shipping it to the cloud with processing it where it was taken.
+replaces some inputs and reports the time saved. An image can be given by its size in pixels
+(`raw`: megapixels, or width × height, at a stated bits per pixel), a request that downloads nothing needs no
+downlink, and `on_device` compares shipping the data to the cloud with processing it where it was taken.
 """
 from __future__ import annotations
 
@@ -32,31 +33,39 @@ class Compression(CalcRequest):
 
 
 class RawCapture(CalcRequest):
-    """A RAW capture given by its geometry: bytes = width × height × bits_per_pixel × frames / 8 / compression_ratio."""
+    """An image (a RAW capture, a screenshot) given by its size in pixels, `megapixels` or `width_px` × `height_px`:
+    bytes = pixels × bits_per_pixel × frames / 8 / compression_ratio."""
 
-    width: Annotated[int, Field(ge=1, le=10**6)] = Field(description="Pixels per row.", examples=[8192])
-    height: Annotated[int, Field(ge=1, le=10**6)] = Field(description="Rows of pixels.", examples=[5464])
+    megapixels: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = Field(
+        None, description="Pixels of one frame in millions (decimal: 20 MP = 20e6 pixels), instead of width_px × "
+        "height_px.", examples=[20])
+    width_px: Annotated[int, Field(ge=1, le=10**6)] | None = Field(None, description="Pixels per row.", examples=[8192])
+    height_px: Annotated[int, Field(ge=1, le=10**6)] | None = Field(None, description="Rows of pixels.", examples=[5464])
     bits_per_pixel: Annotated[float, Field(gt=0, le=1024, allow_inf_nan=False)] = Field(
-        description="Stored bits per pixel (a 14-bit Bayer RAW = 14; 16-bit RGB = 48).", examples=[14])
+        12.0, description="Stored bits per pixel: a Bayer RAW stores one sample per pixel at the sensor's bit depth "
+        "(default 12, a 12-bit RAW; 14-bit = 14); 8-bit RGB = 24, 16-bit RGB = 48.", examples=[14])
     frames: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Frames in the capture (a burst or a clip).", examples=[1])
     compression_ratio: PosFloat = Field(1.0, description="The file's own compression: stored size = raw size / ratio "
                                         "(1 = uncompressed RAW; lossless RAW is typically 1.5–2).", examples=[1])
 
 
 class OnDevice(CalcRequest):
-    """Process on the device instead: an explicit time, or the work in FLOPs at a device rate (given, or a hardware id's
-    sourced peak × efficiency)."""
+    """Process on the device instead: an explicit time, or the work in FLOPs at a device rate (a peak, given or a
+    hardware id's sourced one, × compute_efficiency)."""
+
+    #: `efficiency` is a generic word elsewhere (a stage's, a resource's): the rename holds here only
+    renamed_fields = {"efficiency": "compute_efficiency"}
 
     processing_s: NonNegFloat | None = Field(None, description="Measured seconds of the work on the device, per round.",
                                              examples=[4.0])
     work_flops: NonNegFloat | None = Field(None, description="FLOPs of the work per round (instead of processing_s).",
                                            examples=[2e13])
-    device_flop_per_s: PosFloat | None = Field(None, description="Effective FLOP/s of the device (instead of hardware).",
-                                               examples=[5e12])
+    peak_flop_per_s: PosFloat | None = Field(None, description="Peak FLOP/s of the device (instead of hardware); × "
+                                             "`compute_efficiency` is the device rate.", examples=[5e12])
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: its sourced dense peak at "
-                                 "`precision` × `efficiency` is the device rate.", examples=["rtx4090"])
+                                 "`precision` × `compute_efficiency` is the device rate.", examples=["rtx4090"])
     precision: str = Field("FP16", min_length=1, max_length=20, description="Input precision of the peak used with `hardware`.")
-    efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
+    compute_efficiency: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] = Field(
         1.0, description="Fraction of the peak the work reaches (default 1: the peak-rate lower bound of the local time).")
     overhead_s: NonNegFloat = Field(0.0, description="Fixed seconds per round on the device besides the work (load, write-back).")
 
@@ -81,10 +90,13 @@ class EdgeTransferRequest(CalcRequest):
 
     upload_bytes: NonNegFloatSweep | None = Field(None, description="Bytes sent device → cloud per round (decimal: 30 MB = 30e6). "
                                                   "Sweepable. Give this or `raw`.", examples=[30e6])
-    raw: RawCapture | None = Field(None, description="A RAW capture by its geometry instead of `upload_bytes`.")
+    raw: RawCapture | None = Field(None, description="An image (a RAW capture, a screenshot) by its megapixels or "
+                                   "width × height instead of `upload_bytes`.")
     download_bytes: NonNegFloatSweep = Field(0.0, description="Bytes sent back per round. Sweepable.", examples=[5e6])
     uplink_bits_per_s: PosFloatSweep = Field(description="Uplink rate in bit/s (20 Mbit/s = 20e6). Sweepable.", examples=[20e6])
-    downlink_bits_per_s: PosFloatSweep = Field(description="Downlink rate in bit/s. Sweepable.", examples=[100e6])
+    downlink_bits_per_s: PosFloatSweep | None = Field(None, description="Downlink rate in bit/s; needed only when "
+                                                      "something is downloaded (`download_bytes` > 0). Sweepable.",
+                                                      examples=[100e6])
     rtt_s: NonNegFloatSweep = Field(0.0, description="Round-trip time in seconds, paid once per round. Sweepable.", examples=[0.1])
     processing_s: NonNegFloatSweep = Field(0.0, description="Cloud (or any other serial) work per round, seconds. Sweepable.", examples=[0.3])
     compression: Compression | None = Field(None, description="Optional upload compression.")
@@ -127,7 +139,7 @@ class EdgeTransferOutputs(Outputs):
     bdp_bytes: OutSweep = Field(description="Bandwidth-delay product of the uplink, B.")
     upload_over_bdp: OutSweep = Field(description="Bytes sent per round over the BDP (null when the BDP is 0).")
     what_if: list[WhatIfOut] = Field(description="Variants, in request order.")
-    raw_bytes: float | None = Field(None, description="Size of the RAW capture, B (only with `raw`).")
+    raw_bytes: float | None = Field(None, description="Size of the image given as `raw`, B (only with `raw`).")
     cloud_total_s: OutSweep = Field(None, description="Cloud path total (= total_s), s (only with `on_device`).")
     local_per_round_s: float | None = Field(None, description="On-device time per round, s (only with `on_device`).")
     local_total_s: float | None = Field(None, description="On-device time over all rounds, s (only with `on_device`).")
@@ -137,25 +149,54 @@ class EdgeTransferOutputs(Outputs):
 
 
 def _terms(upload_bytes, download_bytes, up_bps, down_bps, rtt_s, processing_s, compression) -> dict:
+    """Seconds of each term of one round; `down_bps` None: nothing is downloaded (checked by the caller)."""
     ratio = compression.ratio if compression else 1.0
     codec = compression.codec_s if compression else 0.0
     upload = upload_bytes / ratio * 8.0 / up_bps
-    download = download_bytes * 8.0 / down_bps
+    download = download_bytes * 8.0 / down_bps if down_bps is not None else 0.0 * (upload + download_bytes)
     return {"upload": upload, "rtt": rtt_s + 0.0 * upload, "processing": processing_s + 0.0 * upload,
             "download": download, "codec": codec + 0.0 * upload}
+
+
+def _check_downlink(download_bytes, down_bps, loc: tuple) -> None:
+    """A download needs a downlink rate; without one, nothing may be downloaded (422 naming the downlink)."""
+    if down_bps is None and np.any(np.asarray(download_bytes) > 0):
+        raise CalcInputError(loc, "give the downlink rate in bit/s: download_bytes > 0 is sent back over it "
+                             "(omit it only when nothing is downloaded)")
+
+
+_PIXELS_NOTE = ("Image size: pixels × bits per pixel × frames / 8, divided by the file's own compression ratio (1 MP = "
+                "10^6 pixels, decimal; a Bayer RAW stores one sample per pixel at the sensor's bit depth); headers, "
+                "thumbnails and metadata are not counted.")
 
 
 def _raw_bytes(req: EdgeTransferRequest, res: Result) -> float | None:
     if req.raw is None:
         if req.upload_bytes is None:
-            raise CalcInputError("upload_bytes", "give upload_bytes (bytes per round) or raw (width, height, bits_per_pixel, frames)")
+            raise CalcInputError("upload_bytes", "give upload_bytes (bytes per round) or raw (megapixels or width_px × "
+                                 "height_px, bits_per_pixel, frames)")
         return None
     if req.upload_bytes is not None:
-        raise CalcInputError("raw", "give either raw (the capture's geometry) or upload_bytes, not both")
+        raise CalcInputError("raw", "give either raw (the image's size in pixels) or upload_bytes, not both")
     r = req.raw
-    b = r.width * r.height * r.bits_per_pixel * r.frames / 8.0 / r.compression_ratio
-    res.step("RAW capture size", "bytes = width × height × bits_per_pixel × frames / 8 / compression_ratio",
-             f"{r.width} × {r.height} × {num(r.bits_per_pixel)} × {r.frames} / 8 / {num(r.compression_ratio)} = {fmt_bytes(b)}",
+    if r.megapixels is not None:
+        if r.width_px is not None or r.height_px is not None:
+            raise CalcInputError(("raw", "megapixels"), "give megapixels or width_px × height_px, not both")
+        pixels = res.step("pixels", "pixels = megapixels × 10⁶ (decimal)", f"{num(r.megapixels)} × 10⁶",
+                          r.megapixels * 1e6, "pixels")
+        size_txt = f"{num(pixels)} px"
+    else:
+        missing = [k for k in ("width_px", "height_px") if getattr(r, k) is None]
+        if missing:
+            raise CalcInputError(("raw", missing[0]), "give megapixels, or both width_px and height_px")
+        pixels = float(r.width_px * r.height_px)
+        size_txt = f"{r.width_px} × {r.height_px} px"
+    if "bits_per_pixel" not in r.model_fields_set:
+        res.assume(f"Bits per pixel: {num(r.bits_per_pixel)} (a 12-bit Bayer RAW, one sample per pixel), the default; "
+                   "give raw.bits_per_pixel for another depth or an RGB image.")
+    b = pixels * r.bits_per_pixel * r.frames / 8.0 / r.compression_ratio
+    res.step("image size", "bytes = pixels × bits_per_pixel × frames / 8 / compression_ratio",
+             f"{size_txt} × {num(r.bits_per_pixel)} × {r.frames} / 8 / {num(r.compression_ratio)} = {fmt_bytes(b)}",
              b, "B")
     return b
 
@@ -166,28 +207,31 @@ def _local(req: EdgeTransferRequest, lookup: Lookup, res: Result) -> float:
     if (d.processing_s is None) == (d.work_flops is None):
         raise CalcInputError(("on_device", "processing_s"), "give processing_s (measured) or work_flops (with a device rate), exactly one")
     if d.processing_s is not None:
-        for k in ("device_flop_per_s", "hardware"):
+        for k in ("peak_flop_per_s", "hardware"):
             if getattr(d, k) is not None:
                 raise CalcInputError(("on_device", k), "only used with work_flops")
         t = d.processing_s + d.overhead_s
         res.step("on-device time per round", "t_local = processing_s + overhead_s", f"{fmt_s(d.processing_s)} + {fmt_s(d.overhead_s)}",
                  t, "s")
         return t
-    if (d.device_flop_per_s is None) == (d.hardware is None):
-        raise CalcInputError(("on_device", "device_flop_per_s"), "with work_flops give device_flop_per_s or hardware, exactly one")
+    if (d.peak_flop_per_s is None) == (d.hardware is None):
+        raise CalcInputError(("on_device", "peak_flop_per_s"), "with work_flops give peak_flop_per_s or hardware, exactly one")
     if d.hardware is not None:
         hw = hardware_spec(lookup, d.hardware, ("on_device", "hardware"))
         note_scope(res, hw)
         pk = hw.peak(d.precision, loc=("on_device", "precision"))
         res.cite(pk.provenance)
-        rate = pk.flop_per_s * d.efficiency
-        res.step("device rate", "peak (dense, matched precision) × efficiency",
-                 f"{num(pk.flop_per_s / 1e12)} TFLOP/s ({pk.input_precision}, {pk.unit}) × {num(d.efficiency)}", rate, "FLOP/s")
-        if d.efficiency == 1.0:
-            res.assume(f"On-device rate: the sourced peak of {hw.id} ({pk.input_precision} dense) with efficiency 1, so the "
-                       "local time is a lower bound; give on_device.efficiency (the fraction of peak the work reaches).")
+        rate = pk.flop_per_s * d.compute_efficiency
+        res.step("device rate", "peak (dense, matched precision) × compute_efficiency",
+                 f"{num(pk.flop_per_s / 1e12)} TFLOP/s ({pk.input_precision}, {pk.unit}) × {num(d.compute_efficiency)}",
+                 rate, "FLOP/s")
+        if d.compute_efficiency == 1.0:
+            res.assume(f"On-device rate: the sourced peak of {hw.id} ({pk.input_precision} dense) with compute_efficiency 1, "
+                       "so the local time is a lower bound; give on_device.compute_efficiency (the fraction of peak the work "
+                       "reaches).")
     else:
-        rate = d.device_flop_per_s * d.efficiency
+        rate = res.step("device rate", "peak × compute_efficiency", f"{num(d.peak_flop_per_s)} × {num(d.compute_efficiency)}",
+                        d.peak_flop_per_s * d.compute_efficiency, "FLOP/s")
     t = d.work_flops / rate + d.overhead_s
     res.step("on-device time per round", "t_local = work_flops / rate + overhead_s",
              f"{fmt_flops(d.work_flops)} / {num(rate / 1e12)} TFLOP/s + {fmt_s(d.overhead_s)}", t, "s")
@@ -198,10 +242,11 @@ def compute(req: EdgeTransferRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req), outputs={})
     raw_b = _raw_bytes(req, res)
     upload_in = raw_b if raw_b is not None else req.upload_bytes
+    _check_downlink(req.download_bytes, req.downlink_bits_per_s, ("downlink_bits_per_s",))
     x = broadcast({"upload_bytes": upload_in, "download_bytes": req.download_bytes,
-                   "uplink_bits_per_s": req.uplink_bits_per_s, "downlink_bits_per_s": req.downlink_bits_per_s,
-                   "rtt_s": req.rtt_s, "processing_s": req.processing_s})
-    terms = _terms(x["upload_bytes"], x["download_bytes"], x["uplink_bits_per_s"], x["downlink_bits_per_s"],
+                   "uplink_bits_per_s": req.uplink_bits_per_s, "rtt_s": req.rtt_s, "processing_s": req.processing_s,
+                   **({"downlink_bits_per_s": req.downlink_bits_per_s} if req.downlink_bits_per_s is not None else {})})
+    terms = _terms(x["upload_bytes"], x["download_bytes"], x["uplink_bits_per_s"], x.get("downlink_bits_per_s"),
                    x["rtt_s"], x["processing_s"], req.compression)
     c = req.compression
     up0 = float(np.ravel(x["upload_bytes"])[0]); upbps0 = float(np.ravel(x["uplink_bits_per_s"])[0])
@@ -211,8 +256,12 @@ def compute(req: EdgeTransferRequest, lookup: Lookup) -> Result:
         res.step("codec", "t_codec (encode + decode, serial)", f"{num(c.codec_s)} s", terms["codec"], "s")
     else:
         res.step("upload", "t_up = bytes_up × 8 / B_up", f"{num(up0)} B × 8 / {num(upbps0)} bit/s", terms["upload"], "s")
-    down0 = float(np.ravel(x["download_bytes"])[0]); downbps0 = float(np.ravel(x["downlink_bits_per_s"])[0])
-    res.step("download", "t_down = bytes_down × 8 / B_down", f"{num(down0)} B × 8 / {num(downbps0)} bit/s", terms["download"], "s")
+    if "downlink_bits_per_s" in x:
+        down0 = float(np.ravel(x["download_bytes"])[0]); downbps0 = float(np.ravel(x["downlink_bits_per_s"])[0])
+        res.step("download", "t_down = bytes_down × 8 / B_down", f"{num(down0)} B × 8 / {num(downbps0)} bit/s",
+                 terms["download"], "s")
+    else:
+        res.step("download", "t_down = 0 (nothing is downloaded)", "download_bytes = 0", terms["download"], "s")
     per_round = terms["upload"] + terms["rtt"] + terms["processing"] + terms["download"] + terms["codec"]
     res.step("one round", "t_round = t_up + RTT + t_proc + t_down + t_codec",
              " + ".join(fmt_s(float(np.ravel(terms[t])[0])) for t in TERMS), per_round, "s")
@@ -242,10 +291,13 @@ def compute(req: EdgeTransferRequest, lookup: Lookup) -> Result:
             merged["compression"] = Compression(**patch["compression"])
         elif merged.get("compression") is not None and not isinstance(merged["compression"], Compression):
             merged["compression"] = Compression(**merged["compression"])
+        down_field = ("what_if", i, "downlink_bits_per_s" if "download_bytes" in patch else "download_bytes")
+        _check_downlink(merged["download_bytes"], merged["downlink_bits_per_s"], down_field)
         try:
             v = broadcast({k: merged[k] for k in ("upload_bytes", "download_bytes", "uplink_bits_per_s",
-                                                   "downlink_bits_per_s", "rtt_s", "processing_s")})
-            t2 = _terms(v["upload_bytes"], v["download_bytes"], v["uplink_bits_per_s"], v["downlink_bits_per_s"],
+                                                   "downlink_bits_per_s", "rtt_s", "processing_s")
+                           if merged[k] is not None})
+            t2 = _terms(v["upload_bytes"], v["download_bytes"], v["uplink_bits_per_s"], v.get("downlink_bits_per_s"),
                         v["rtt_s"], v["processing_s"], merged["compression"])
         except CalcInputError as e:
             raise CalcInputError(("what_if", i) + e.loc, e.message) from None
@@ -270,8 +322,7 @@ def compute(req: EdgeTransferRequest, lookup: Lookup) -> Result:
     }
     if raw_b is not None:
         res.outputs["raw_bytes"] = out(raw_b)
-        res.assume("RAW size: width × height × bits per pixel × frames / 8, divided by the file's own compression ratio; "
-                   "headers, thumbnails and metadata are not counted.")
+        res.assume(_PIXELS_NOTE)
     local_total = None
     if req.on_device is not None:
         local = _local(req, lookup, res)
@@ -302,7 +353,7 @@ def _headline(req: EdgeTransferRequest, o: dict, raw_b: float | None) -> str:
     dom = o["dominant"][0] if isinstance(o["dominant"], list) else o["dominant"]
     part = H.scalar(o["breakdown"][dom])
     share = f", {H.fmt_pct(part / total)}" if total and part is not None and total > 0 else ""
-    what = f"Shipping the {H.fmt_bytes(raw_b)} RAW capture" if raw_b is not None else "The request"
+    what = f"Shipping the {H.fmt_bytes(raw_b)} image" if raw_b is not None else "The request"
     rounds = f" over {H.plural(req.rounds, 'round')}" if req.rounds > 1 else ""
     s = (f"{what} takes {H.fmt_seconds(total)} via the cloud{rounds}, dominated by {TERM_NAMES.get(dom, dom)} "
          f"({H.fmt_seconds(part)}{share})")
@@ -325,10 +376,12 @@ CALCULATORS = [
                 "download and codec, which term dominates, the bandwidth-delay product, and what-ifs.",
         description="Serial model of the book's edge-cloud cases: T = rounds × (bytes_up×8/B_up + RTT + "
                     "t_proc + bytes_down×8/B_down + t_codec). A what-if is a partial request whose fields "
-                    "replace the base's; `saved_s` is the base total minus the variant's. `raw` gives the upload as a "
-                    "RAW capture (width × height × bits per pixel × frames / 8 / compression ratio). `on_device` "
-                    "compares the cloud path with doing the work on the device (measured seconds, or work FLOPs / "
-                    "(device FLOP/s or a hardware peak × efficiency)): faster path and time saved.",
+                    "replace the base's; `saved_s` is the base total minus the variant's. With nothing downloaded the "
+                    "downlink is not needed. `raw` gives the upload as an image by its pixels (megapixels × 10⁶, or "
+                    "width × height) × bits per pixel × frames / 8 / compression ratio (20 MP of a 12-bit Bayer RAW = "
+                    "30 MB). `on_device` compares the cloud path with doing the work on the device (measured seconds, "
+                    "or work FLOPs / (a peak FLOP/s, given or a hardware id's, × compute_efficiency)): faster path and "
+                    "time saved.",
         request_model=EdgeTransferRequest,
         outputs_model=EdgeTransferOutputs,
         compute=compute,
@@ -337,12 +390,14 @@ CALCULATORS = [
                  "what_if": [{"label": "model 10× faster", "processing_s": 0.03},
                              {"label": "100 Mbit/s uplink", "uplink_bits_per_s": 100e6},
                              {"label": "lossless 2:1", "compression": {"ratio": 2, "codec_s": 0.15}}]},
-        extra_examples=({"raw": {"width": 8192, "height": 5464, "bits_per_pixel": 14, "frames": 1},
+        extra_examples=({"raw": {"width_px": 8192, "height_px": 5464, "bits_per_pixel": 14, "frames": 1},
                          "download_bytes": 5e6, "uplink_bits_per_s": 20e6, "downlink_bits_per_s": 100e6, "rtt_s": 0.1,
                          "processing_s": 0.3, "on_device": {"processing_s": 4.0}},
                         {"upload_bytes": 30e6, "uplink_bits_per_s": [5e6, 20e6, 100e6], "downlink_bits_per_s": 100e6,
                          "rtt_s": 0.1, "processing_s": 0.3,
-                         "on_device": {"work_flops": 2e14, "hardware": "rtx4090", "efficiency": 0.4}}),
+                         "on_device": {"work_flops": 2e14, "hardware": "rtx4090", "compute_efficiency": 0.4}},
+                        {"raw": {"megapixels": 20, "bits_per_pixel": 12}, "uplink_bits_per_s": 20e6, "rtt_s": 0.1,
+                         "processing_s": 0.3}),
         cases=("raw-retouching", "queqiao", "multimodal-stage-placement"),
         sweepable=("upload_bytes", "download_bytes", "uplink_bits_per_s", "downlink_bits_per_s", "rtt_s", "processing_s"),
         chart=Chart(x="uplink_bits_per_s", y=("breakdown.upload", "breakdown.rtt", "breakdown.processing",

@@ -22,7 +22,7 @@ class InflightRequest(CalcRequest):
     target_bytes_per_s: PosFloatSweep | None = Field(None, description="Bandwidth to reach; gives the in-flight requests needed. Sweepable.",
                                                       examples=[40e9])
     window: PosIntSweep | None = Field(None, description="Requests allowed in flight (tags, credits, queue slots). Sweepable.", examples=[128])
-    link_bytes_per_s: PosFloatSweep | None = Field(None, description="Line rate of the link, bytes/s. Sweepable.", examples=[40e9])
+    link_bandwidth_bytes_per_s: PosFloatSweep | None = Field(None, description="Line rate of the link, bytes/s. Sweepable.", examples=[40e9])
     service_s: PosFloatSweep | None = Field(None, description="Initiation interval τ of a strictly serial point every request passes, seconds. Sweepable.")
     transfer_bytes: NonNegFloatSweep | None = Field(None, description="Bytes to move at the resulting bound (gives a time). Sweepable.")
 
@@ -59,7 +59,7 @@ class InflightWindowOutputs(Outputs):
 def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
     res = Result(inputs=request_inputs(req), outputs={})
     named = {"request_bytes": req.request_bytes, "completion_s": req.completion_s}
-    for k in ("target_bytes_per_s", "window", "link_bytes_per_s", "service_s", "transfer_bytes"):
+    for k in ("target_bytes_per_s", "window", "link_bandwidth_bytes_per_s", "service_s", "transfer_bytes"):
         v = getattr(req, k)
         if v is not None:
             named[k] = v
@@ -75,8 +75,8 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
         o["required_inflight_exact"] = out(exact)
         o["required_inflight"] = out(need.astype(np.int64) if np.all(np.isfinite(need)) and np.all(need < 2**62) else need)
         o["bytes_in_flight"] = out(x["target_bytes_per_s"] * T)
-    if "link_bytes_per_s" in x:
-        bounds["link"] = x["link_bytes_per_s"]
+    if "link_bandwidth_bytes_per_s" in x:
+        bounds["link"] = x["link_bandwidth_bytes_per_s"]
     if "window" in x:
         wb = x["window"] * m / T
         res.step("window bound", "B_window = W × m / T", f"{num(first(x['window']))} × {num(first(m))} B / {fmt_s(first(T))}", wb, "B/s")
@@ -105,7 +105,7 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
             res.step("transfer time at the bound", "t = bytes / B", f"{fmt_bytes(first(x['transfer_bytes']))} / {fmt_rate(first(bound))}", tt, "s")
             o["transfer_time_s"] = out(tt)
     if not o:
-        raise CalcInputError("target_bytes_per_s", "give target_bytes_per_s, window, link_bytes_per_s or service_s")
+        raise CalcInputError("target_bytes_per_s", "give target_bytes_per_s, window, link_bandwidth_bytes_per_s or service_s")
     res.outputs = o
     res.assume(
         "Little's law: bandwidth = requests in flight × bytes per request ÷ completion time, in steady state.",
@@ -118,7 +118,7 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
 
 def _inflight_headline(req: InflightRequest, o: dict) -> str:
     """Requests in flight needed and the bandwidth the window allows (a sweep: its first point)."""
-    n = hf.n_points(req.request_bytes, req.completion_s, req.target_bytes_per_s, req.window, req.link_bytes_per_s,
+    n = hf.n_points(req.request_bytes, req.completion_s, req.target_bytes_per_s, req.window, req.link_bandwidth_bytes_per_s,
                     req.service_s, req.transfer_bytes)
     per = f"{hf.fmt_bytes(req.request_bytes)} requests completing in {hf.fmt_seconds(req.completion_s)}"
     parts = []
@@ -155,9 +155,9 @@ CALCULATORS = [
         request_model=InflightRequest,
         compute=compute_inflight,
         outputs_model=InflightWindowOutputs,
-        example={"request_bytes": 256, "completion_s": 2e-6, "target_bytes_per_s": 40e9, "window": 128, "link_bytes_per_s": 40e9},
+        example={"request_bytes": 256, "completion_s": 2e-6, "target_bytes_per_s": 40e9, "window": 128, "link_bandwidth_bytes_per_s": 40e9},
         cases=("collective-paths-and-diagnosis", "remote-ordering-and-completion", "memory-bandwidth-and-concurrency"),
-        sweepable=("request_bytes", "completion_s", "target_bytes_per_s", "window", "link_bytes_per_s", "service_s", "transfer_bytes"),
+        sweepable=("request_bytes", "completion_s", "target_bytes_per_s", "window", "link_bandwidth_bytes_per_s", "service_s", "transfer_bytes"),
         chart=Chart(x="window", y=("bound_bytes_per_s",), x_label="requests in flight", y_label="bytes/s"),
     ),
 ]

@@ -157,10 +157,10 @@ class MoePlacementOutputs(Outputs):
     routed_bytes_per_layer: float | None = Field(description="Bytes of all routed experts of one layer, B.")
     routed_bytes_all_layers: float | None = Field(description="The same over the MoE layers, B (null without a layer "
                                                   "count).")
-    experts_per_rank: float | None = Field(None, description="E / ep_ranks (with ep_ranks).")
-    per_rank_bytes_per_layer: float | None = Field(None, description="Routed bytes per rank per layer, B (with ep_ranks).")
+    experts_per_rank: float | None = Field(None, description="E / ep (with ep).")
+    per_rank_bytes_per_layer: float | None = Field(None, description="Routed bytes per rank per layer, B (with ep).")
     per_rank_bytes: float | None = Field(None, description="Routed bytes per rank over the MoE layers, B (null "
-                                         "without a layer count; with ep_ranks).")
+                                         "without a layer count; with ep).")
     extra_replica_bytes: list[float] | None = Field(None, description="Bytes of the extra replicas per rank, one per "
                                                     "scenario, B (with extra_replicas).")
     replica_balance: MoeReplicaBalanceOut | None = Field(None, description="Hot-expert balancing (with replica_balance).")

@@ -23,7 +23,7 @@ class QueueingOutputs(Outputs):
     queue_length: OutSweep = Field(description="Mean requests waiting, λ·W_q (Little's law; null when unstable).")
     in_system: OutSweep = Field(description="Mean requests in the system, λ·T (null when unstable).")
     servers_needed: int | None | list[int | None] = Field(None, description="Fewest servers meeting target_wait_s and/or "
-                                       "target_utilisation (null when none within the search does).")
+                                       "target_utilization (null when none within the search does).")
 
 
 class BacklogOutputs(Outputs):

@@ -62,7 +62,7 @@ class ExpertSpec(CalcRequest):
     experts_per_token: ExpertCount | None = Field(None, description="Routed experts each token is sent to (top-k).", examples=[8])
     shared_experts: SharedExperts | None = Field(None, description="Shared experts every token runs (0 when absent).", examples=[0])
     moe_layers: LayerCount | None = Field(None, description="Number of MoE layers (model: layers − leading dense layers).", examples=[94])
-    matrices_per_expert: MatrixCount = Field(3, description="Weight matrices per expert: 3 for SwiGLU (gate, up, down).")
+    ffn_matrices: MatrixCount = Field(3, description="Weight matrices per expert: 3 for SwiGLU (gate, up, down).")
     weight_bytes_per_param: ValueBytes = Field(2.0, description="Bytes per expert weight: 2 for BF16, 1 for FP8, 0.5 for 4-bit (scales not included).")
 
 
@@ -104,14 +104,14 @@ def _spec(req: ExpertSpec, lookup: Lookup, res: Result) -> dict:
                 res.cite(rec.source("moe", "dense_layers"))
             if layers < 1:
                 raise CalcInputError("moe_layers", f"{label} has no MoE layers")
-    params = req.matrices_per_expert * h * f
+    params = req.ffn_matrices * h * f
     return {"h": h, "f": f, "E": e, "k": k, "shared": s, "layers": layers, "params": params,
             "bytes": params * req.weight_bytes_per_param, "name": hf.name_of(rec, "The MoE layer")}
 
 
 def _size_steps(res: Result, sp: dict, req: ExpertSpec) -> None:
     res.step("expert parameters", "P_e = matrices × h × f",
-             f"{req.matrices_per_expert} × {num(sp['h'])} × {num(sp['f'])}", sp["params"], "parameters")
+             f"{req.ffn_matrices} × {num(sp['h'])} × {num(sp['f'])}", sp["params"], "parameters")
     res.step("bytes of one expert", "B_e = P_e × bytes/param",
              f"{num(sp['params'])} × {num(req.weight_bytes_per_param)} = {fmt_bytes(sp['bytes'])}", sp["bytes"], "B")
 
@@ -287,7 +287,7 @@ def compute_moe(req: MoeRequest, lookup: Lookup) -> Result:
         "model; real routers are skewed, which touches fewer experts and loads some far more).",
         "Each touched expert's weights are read once per layer step however many tokens it serves; attention, router, "
         "activations, caches and re-reads by tiled kernels are not counted.",
-        f"An expert is {req.matrices_per_expert} matrices of h × f; FLOPs count a multiply-add as 2.",
+        f"An expert is {req.ffn_matrices} matrices of h × f; FLOPs count a multiply-add as 2.",
         "Dispatch counts one direction per layer (token activations to experts); combine sends the same number of rows back. "
         "De-duplication sends a token once per node that holds at least one of its experts.",
     )
@@ -332,7 +332,7 @@ class Rebalance(CalcRequest):
     """Moving experts to a better layout: pay the exposed time once, save a little per step."""
 
     experts_moved: PosInt = Field(description="Experts whose weights move.", examples=[8])
-    link_bytes_per_s: PosFloat = Field(description="Bandwidth of the critical ingress link, bytes/s.", examples=[25e9])
+    link_bandwidth_bytes_per_s: PosFloat = Field(description="Bandwidth of the critical ingress link, bytes/s.", examples=[25e9])
     exposed_s: NonNegFloat = Field(description="Reconfiguration time exposed on the serving path, seconds.", examples=[0.02])
     saving_per_step_s: PosFloat = Field(description="Time saved per engine step by the better layout, seconds.", examples=[40e-6])
     horizon_steps: list[NonNegInt] = Field(default_factory=list, max_length=1000, description="Steps the layout stays in use, to report net gain.", examples=[[200, 2000]])
@@ -349,7 +349,7 @@ class Resize(CalcRequest):
 class PlacementRequest(ExpertSpec):
     """Expert placement questions for one model."""
 
-    ep_ranks: RankCount | None = Field(None, description="Expert-parallel ranks the routed experts are spread over evenly.", examples=[16])
+    ep: RankCount | None = Field(None, description="Expert-parallel ranks the routed experts are spread over evenly.", examples=[16])
     extra_replicas: list[NonNegInt] | None = Field(None, min_length=1, max_length=1000, description="Extra expert copies per rank (each costs one expert's bytes), one scenario per entry.", examples=[[94, 8]])
     replica_balance: ReplicaBalance | None = None
     rebalance: Rebalance | None = None
@@ -391,12 +391,12 @@ def compute_placement(req: PlacementRequest, lookup: Lookup) -> Result:
     res.step("routed experts, one layer", "E × B_e", f"{E} × {fmt_bytes(eb)}", E * eb, "B")
     if L:
         res.step("routed experts, all MoE layers", "layers × E × B_e", f"{L} × {E} × {fmt_bytes(eb)}", E * eb * L, "B")
-    if req.ep_ranks:
-        per = E / req.ep_ranks
+    if req.ep:
+        per = E / req.ep
         o["experts_per_rank"] = per
         o["per_rank_bytes_per_layer"] = per * eb
         o["per_rank_bytes"] = per * eb * L if L else None
-        res.step("routed bytes per rank", "layers × (E / EP) × B_e", f"{L or 1} × ({E} / {req.ep_ranks}) × {fmt_bytes(eb)}",
+        res.step("routed bytes per rank", "layers × (E / EP) × B_e", f"{L or 1} × ({E} / {req.ep}) × {fmt_bytes(eb)}",
                  per * eb * (L or 1), "B")
     if req.extra_replicas is not None:
         reps = np.asarray(req.extra_replicas, dtype=float)
@@ -433,10 +433,10 @@ def compute_placement(req: PlacementRequest, lookup: Lookup) -> Result:
     if req.rebalance is not None:
         rb2 = req.rebalance
         payload = rb2.experts_moved * eb
-        t = payload / rb2.link_bytes_per_s
+        t = payload / rb2.link_bandwidth_bytes_per_s
         steps = rb2.exposed_s / rb2.saving_per_step_s
         res.step("rebalance payload", "n × B_e", f"{rb2.experts_moved} × {fmt_bytes(eb)}", payload, "B")
-        res.step("transfer lower bound", "payload / B_link", f"{num(payload)} B / {num(rb2.link_bytes_per_s)} B/s", t, "s")
+        res.step("transfer lower bound", "payload / B_link", f"{num(payload)} B / {num(rb2.link_bandwidth_bytes_per_s)} B/s", t, "s")
         res.step("break-even steps", "exposed / saving per step", f"{fmt_s(rb2.exposed_s)} / {fmt_s(rb2.saving_per_step_s)}", steps, "steps")
         o["rebalance"] = {"payload_bytes": payload, "transfer_lower_bound_s": t, "break_even_steps": steps,
                           "net_saving_s": [hz * rb2.saving_per_step_s - rb2.exposed_s for hz in rb2.horizon_steps]}
@@ -471,9 +471,9 @@ def _placement_headline(req: PlacementRequest, o: dict, sp: dict) -> str:
     text = (f"{sp['name']}'s routed experts ({sp['E']} per layer × {sp['layers']} layers) take {hf.fmt_bytes(total)}"
             if total is not None else
             f"{sp['name']}'s {sp['E']} routed experts take {hf.fmt_bytes(o.get('routed_bytes_per_layer'))} per layer")
-    if req.ep_ranks:
+    if req.ep:
         per = o.get("per_rank_bytes") if o.get("per_rank_bytes") is not None else o.get("per_rank_bytes_per_layer")
-        text += (f"; over {req.ep_ranks} EP ranks each holds {hf.fmt_num(o.get('experts_per_rank'))} experts per layer, "
+        text += (f"; over {req.ep} EP ranks each holds {hf.fmt_num(o.get('experts_per_rank'))} experts per layer, "
                  f"{hf.fmt_bytes(per)}{'' if o.get('per_rank_bytes') is not None else ' per layer'}")
     rb = o.get("replica_balance")
     if isinstance(rb, dict):
@@ -529,10 +529,10 @@ CALCULATORS = [
         request_model=PlacementRequest,
         compute=compute_placement,
         outputs_model=MoePlacementOutputs,
-        example={"model": "qwen3-235b-a22b", "ep_ranks": 16, "extra_replicas": [94, 8],
+        example={"model": "qwen3-235b-a22b", "ep": 16, "extra_replicas": [94, 8],
                  "replica_balance": {"rank_rows": [512, 256, 512, 512], "hot_rows": 256, "replica_ranks": [0, 1],
                                      "flop_per_s": 50e12, "overhead_s": 60e-6},
-                 "rebalance": {"experts_moved": 8, "link_bytes_per_s": 25e9, "exposed_s": 0.02,
+                 "rebalance": {"experts_moved": 8, "link_bandwidth_bytes_per_s": 25e9, "exposed_s": 0.02,
                                "saving_per_step_s": 40e-6, "horizon_steps": [200, 2000]},
                  "resize": {"from_ranks": 8, "to_ranks": 16, "bytes_per_s": 100e9}},
         cases=("expert-dispatch-and-resizing", "weight-handoff", "moe-and-startup"),

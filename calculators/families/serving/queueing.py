@@ -55,7 +55,7 @@ class QueueingRequest(CalcRequest):
     extra_s: NonNegFloatSweep = Field(0.0, description="Time in the system outside this queue and its service (later "
                                       "pipeline stages, network), seconds. Sweepable.", examples=[0.1])
     target_wait_s: NonNegFloat | None = Field(None, description="Find the fewest servers whose mean queueing wait is at most this.")
-    target_utilisation: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
+    target_utilization: Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)] | None = Field(
         None, description="Find the fewest servers whose utilisation is at most this (0 < target ≤ 1).")
 
 
@@ -128,11 +128,11 @@ def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
         "queue_length": out(lq), "in_system": out(np.where(np.isfinite(t), lam * np.where(np.isfinite(t), t, 0.0), np.inf)),
     }
 
-    if req.target_wait_s is not None or req.target_utilisation is not None:
+    if req.target_wait_s is not None or req.target_utilization is not None:
         need = np.ones_like(a)
-        if req.target_utilisation is not None:
+        if req.target_utilization is not None:
             with np.errstate(invalid="ignore"):
-                need = np.maximum(need, np.ceil(a / req.target_utilisation - 1e-9))
+                need = np.maximum(need, np.ceil(a / req.target_utilization - 1e-9))
         found = np.full(a.shape, np.nan)
         if req.target_wait_s is not None:
             b = np.ones_like(a)
@@ -155,7 +155,7 @@ def queueing_compute(req: QueueingRequest, lookup: Lookup) -> Result:
             found = np.where(a < found, found, found + 1)
         outputs["servers_needed"] = _ints(found)
         res.step("servers needed", "fewest c with ρ ≤ target and W_q ≤ target", f"targets: utilisation "
-                 f"{num(req.target_utilisation) if req.target_utilisation else '—'}, wait "
+                 f"{num(req.target_utilization) if req.target_utilization else '—'}, wait "
                  f"{fmt_s(req.target_wait_s) if req.target_wait_s is not None else '—'}", found, "servers")
     res.outputs = outputs
     res.assume(

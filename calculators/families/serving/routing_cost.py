@@ -52,7 +52,7 @@ class Latency(CalcRequest):
 class SelfHosted(CalcRequest):
     """A pool rented by the hour and shared by `workers` co-tenants; its output tokens carry the whole cost."""
 
-    usd_per_hour: NonNegFloat = Field(description="Rent of the whole pool per hour (USD or the currency used elsewhere).",
+    price_per_hour_usd: NonNegFloat = Field(description="Rent of the whole pool per hour (USD or the currency used elsewhere).",
                                       examples=[2.09])
     workers: PosInt = Field(1, description="Co-tenants that share the pool's rent (sustained independent workers, B).",
                             examples=[16])
@@ -60,16 +60,16 @@ class SelfHosted(CalcRequest):
 
 
 class Candidate(CalcRequest):
-    """One model/service to route to. Give exactly one of `price_per_mtok`, `price` (store id) or `self_hosted`."""
+    """One model/service to route to. Give exactly one of `price_per_million_tokens_usd`, `price` (store id) or `self_hosted`."""
 
     name: str = Field(min_length=1, max_length=100, description="Label used in the outputs and the break-even pairs.",
                       examples=["B"])
-    price_per_mtok: PricePerMtok | None = Field(None, description="Explicit prices per million tokens.")
+    price_per_million_tokens_usd: PricePerMtok | None = Field(None, description="Explicit prices per million tokens.")
     price: str | None = Field(None, min_length=1, max_length=200, description="Id of a price record in the store (the prices list names them).")
     self_hosted: SelfHosted | None = Field(None, description="Rented pool instead of per-token prices; needs `tokens_per_s`.")
     usage: Usage = Field(default_factory=Usage, description="Tokens per call.")
     pass_rate: Fraction = Field(1.0, description="Fraction of tasks that pass the quality check (0–1).", examples=[0.98])
-    cache_hit_rate: FractionSweep = Field(0.0, description="Fraction of calls whose prefix hits the cache (0–1). Sweepable.",
+    prefix_hit_rate: FractionSweep = Field(0.0, description="Fraction of calls whose prefix hits the cache (0–1). Sweepable.",
                                           examples=[0.5])
     latency_s: Latency | None = Field(None, description="Complete request time on a hit / a miss, seconds.")
     tokens_per_s: PosFloat | None = Field(None, description="Output tokens per second seen by one request (self-hosted price, "
@@ -126,12 +126,12 @@ class CandidateOut(Outputs):
     name: str
     cost_per_call_hit: OutNum = Field(description="Cost of one call whose prefix hits the cache (prices' currency).")
     cost_per_call_miss: OutNum = Field(description="Cost of one call that misses.")
-    cost_per_call: OutSweep = Field(description="h·hit + (1−h)·miss per call; a list when cache_hit_rate is swept.")
+    cost_per_call: OutSweep = Field(description="h·hit + (1−h)·miss per call; a list when prefix_hit_rate is swept.")
     cost_total: OutSweep = Field(description="tasks × cost per call: one attempt per task.")
     cost_per_success: OutSweep = Field(description="cost per call / pass rate (null when the pass rate is 0).")
     feasible: BoolSweep = Field(description="Meets the requirement.")
     min_hit_rate_for_deadline: OutNum = Field(description="Least cache-hit rate that meets the deadline target (null: none or no deadline).")
-    price_per_mtok: PricesOut
+    price_per_million_tokens_usd: PricesOut
     fraction_passed_on_time: OutSweep = Field(None, description="pass × on-time fraction (only with a deadline).")
     latency_s: dict[str, OutNum] | None = Field(None, description="Complete request time on a hit / a miss, s.")
     tokens_per_s: float | None = Field(None, description="Output tokens per second per request.")
@@ -181,15 +181,15 @@ class RoutingCostOutputs(Outputs):
 
 def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, dict | None]:
     """Per-Mtok prices of a candidate (effective ones for a self-hosted pool) and its monthly figures."""
-    given = [k for k in ("price_per_mtok", "price", "self_hosted") if getattr(c, k) is not None]
+    given = [k for k in ("price_per_million_tokens_usd", "price", "self_hosted") if getattr(c, k) is not None]
     if len(given) != 1:
-        raise CalcInputError(("candidates", i, "price_per_mtok"),
-                             "give exactly one of price_per_mtok, price (store id) or self_hosted"
+        raise CalcInputError(("candidates", i, "price_per_million_tokens_usd"),
+                             "give exactly one of price_per_million_tokens_usd, price (store id) or self_hosted"
                              + (f"; got {', '.join(given)}" if given else ""))
-    if c.price_per_mtok is not None:
-        p = c.price_per_mtok
+    if c.price_per_million_tokens_usd is not None:
+        p = c.price_per_million_tokens_usd
         if p.output is None:
-            raise CalcInputError(("candidates", i, "price_per_mtok", "output"),
+            raise CalcInputError(("candidates", i, "price_per_million_tokens_usd", "output"),
                                  "routing-cost bills output tokens: give the output price per million tokens")
         return {"input": p.input, "cache_read": p.input if p.cache_read is None else p.cache_read,
                 "cache_write": p.input if p.cache_write is None else p.cache_write, "output": p.output}, None
@@ -207,11 +207,11 @@ def _prices(c: Candidate, i: int, lookup: Lookup, res: Result) -> tuple[dict, di
     s = c.self_hosted
     if c.tokens_per_s is None:
         raise CalcInputError(("candidates", i, "tokens_per_s"), "a self-hosted candidate needs its per-worker output speed")
-    share_per_hour = s.usd_per_hour / s.workers
+    share_per_hour = s.price_per_hour_usd / s.workers
     tokens_per_hour = c.tokens_per_s * 3600.0
     out_price = share_per_hour / tokens_per_hour * MTOK
     res.step(f"{c.name}: self-hosted price", "p_out = (h / B) / (r × 3600) × 10⁶",
-             f"({num(s.usd_per_hour)} / {s.workers}) / ({num(c.tokens_per_s)} × 3600) × 10⁶", out_price, "per Mtok")
+             f"({num(s.price_per_hour_usd)} / {s.workers}) / ({num(c.tokens_per_s)} × 3600) × 10⁶", out_price, "per Mtok")
     monthly = {"monthly_cost": s.hours_per_month * share_per_hour,
                "monthly_output_tokens": c.tokens_per_s * s.hours_per_month * 3600.0}
     return {"input": 0.0, "cache_read": 0.0, "cache_write": 0.0, "output": out_price}, monthly
@@ -227,15 +227,15 @@ def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
     # one sweep length shared by every candidate whose hit rate is a list
     length = None
     for i, c in enumerate(req.candidates):
-        if isinstance(c.cache_hit_rate, list):
+        if isinstance(c.prefix_hit_rate, list):
             if length is None:
-                length = len(c.cache_hit_rate)
-            elif len(c.cache_hit_rate) != length:
-                raise CalcInputError(("candidates", i, "cache_hit_rate"),
-                                     f"sweep of {len(c.cache_hit_rate)} points does not match another candidate's {length}")
+                length = len(c.prefix_hit_rate)
+            elif len(c.prefix_hit_rate) != length:
+                raise CalcInputError(("candidates", i, "prefix_hit_rate"),
+                                     f"sweep of {len(c.prefix_hit_rate)} points does not match another candidate's {length}")
     n_pairs = len(names) * (len(names) - 1)
     if length and length * max(n_pairs, len(names)) > MAX_SWEEP_POINTS:
-        raise CalcInputError(("candidates", 0, "cache_hit_rate"),
+        raise CalcInputError(("candidates", 0, "prefix_hit_rate"),
                              f"{length} points × {max(n_pairs, len(names))} series exceeds {MAX_SWEEP_POINTS}", status=413)
     rq = req.requirement or Requirement()
     if (rq.deadline_s is None) != (rq.min_fraction_passed_on_time is None):
@@ -259,7 +259,7 @@ def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
                  f"({num(u.prefix_tokens - u.cache_write_tokens)}×{num(p['input'])} + {num(u.cache_write_tokens)}×"
                  f"{num(p['cache_write'])} + {num(u.new_input_tokens)}×{num(p['input'])} + {num(u.output_tokens)}×"
                  f"{num(p['output'])})/10⁶ = {num(miss)}", [hit, miss], "per call")
-        h = np.asarray(c.cache_hit_rate, dtype=float)
+        h = np.asarray(c.prefix_hit_rate, dtype=float)
         call = h * hit + (1.0 - h) * miss
         total = req.tasks * call
         succ = call / c.pass_rate if c.pass_rate > 0 else np.full_like(call, np.inf)
@@ -306,7 +306,7 @@ def compute(req: RoutingCostRequest, lookup: Lookup) -> Result:
         row = {"name": c.name, "cost_per_call_hit": hit, "cost_per_call_miss": miss, "cost_per_call": out(call),
                "cost_total": out(total), "cost_per_success": out(succ), "feasible": out(ok) if ok.ndim else bool(ok),
                "min_hit_rate_for_deadline": min_h,
-               "price_per_mtok": p}
+               "price_per_million_tokens_usd": p}
         if on_time is not None:
             row["fraction_passed_on_time"] = out(on_time)
         if lat is not None:
@@ -398,7 +398,7 @@ def _cascade(req, rq, res: Result, names, calls, passes, lats, per_success, cost
         if lat is None or mean_lat is None:
             mean_lat = worst_lat = None
         else:
-            h = float(first(req.candidates[k].cache_hit_rate))
+            h = float(first(req.candidates[k].prefix_hit_rate))
             mean_lat += reach * (h * lat[0] + (1.0 - h) * lat[1])
             worst_lat += max(lat)
         reach = reach * (1.0 - passes[k])
@@ -437,7 +437,7 @@ def _cascade(req, rq, res: Result, names, calls, passes, lats, per_success, cost
 def _headline(req: RoutingCostRequest, o: dict) -> str:
     best = o["cheapest_feasible"]
     best0 = best[0] if isinstance(best, list) else best
-    note = H.sweep_note(*[c.cache_hit_rate for c in req.candidates])
+    note = H.sweep_note(*[c.prefix_hit_rate for c in req.candidates])
     if best0 is None:
         vals = [(H.scalar(r["cost_per_success"]), r["name"]) for r in o["candidates"]]
         vals = [v for v in vals if v[0] is not None and v[0] == v[0]]
@@ -464,12 +464,12 @@ def _headline(req: RoutingCostRequest, o: dict) -> str:
 EXAMPLE = {
     "tasks": 1000,
     "candidates": [
-        {"name": "A", "price_per_mtok": {"input": 1, "cache_read": 0.1, "output": 4},
+        {"name": "A", "price_per_million_tokens_usd": {"input": 1, "cache_read": 0.1, "output": 4},
          "usage": {"prefix_tokens": 19000, "new_input_tokens": 1000, "output_tokens": 2000},
-         "pass_rate": 0.8, "cache_hit_rate": 1.0, "latency_s": {"hit": 10, "miss": 10}},
-        {"name": "B", "price_per_mtok": {"input": 2, "cache_read": 0.2, "output": 8},
+         "pass_rate": 0.8, "prefix_hit_rate": 1.0, "latency_s": {"hit": 10, "miss": 10}},
+        {"name": "B", "price_per_million_tokens_usd": {"input": 2, "cache_read": 0.2, "output": 8},
          "usage": {"prefix_tokens": 19000, "new_input_tokens": 1000, "output_tokens": 300},
-         "pass_rate": 0.98, "cache_hit_rate": 0.5, "latency_s": {"hit": 4, "miss": 12}},
+         "pass_rate": 0.98, "prefix_hit_rate": 0.5, "latency_s": {"hit": 4, "miss": 12}},
     ],
     "requirement": {"min_pass_rate": 0.75, "deadline_s": 6, "min_fraction_passed_on_time": 0.9},
 }
@@ -477,7 +477,7 @@ EXAMPLE = {
 def routing_series(request) -> Series:
     """The cost model's count: the candidates' hit-rate sweeps × the series computed (each candidate and each pair)."""
     candidates = request_value(request, "candidates") or []
-    points = max([sweep_length(request_value(c, "cache_hit_rate")) for c in candidates] or [1])
+    points = max([sweep_length(request_value(c, "prefix_hit_rate")) for c in candidates] or [1])
     n = len(candidates) + len(request_value(request, "cascade") or [])
     return Series(points, max(n * (n - 1), n, 1), "series (candidates and their pairs)", "candidates")
 
@@ -509,8 +509,8 @@ CALCULATORS = [
         extra_examples=({**EXAMPLE, "requirement": {"min_pass_rate": 0.75},
                          "cascade": [{"candidate": "A", "verify_cost": 0.001}, {"candidate": "B", "verify_cost": 0.001}]},),
         cases=("routing-cost-and-completion", "single-agent-serving-cost", "platform-routing", "cache-events-and-routing"),
-        sweepable=("cache_hit_rate",),
-        chart=Chart(x="cache_hit_rate", y=("candidates.*.cost_per_success",), kind="line",
+        sweepable=("prefix_hit_rate",),
+        chart=Chart(x="prefix_hit_rate", y=("candidates.*.cost_per_success",), kind="line",
                     x_label="cache hit rate (fraction of calls)", y_label="USD per successful task", y_unit="USD",
                     marker="break_even.*.hit_rate"),
     ),

@@ -5,7 +5,7 @@ Two methods side by side:
   `context_tokens`. With a model whose layers are itemised and a hardware id, the decode step is the step
   model's (`_serving_cost_step`): devices = the smallest valid tensor-parallel degree that holds one rank's
   weights and KV, the step = the bound of one rank's kernels + the TP all-reduces over the hardware's link, the
-  measured estimate over the same operations. With bare numbers (`params`, `bytes_per_param`,
+  measured estimate over the same operations. With bare numbers (`params`, `weight_bytes_per_param`,
   `kv_bytes_per_token`, explicit memory and bandwidth) it is the first-pass formula: one decode step reads the
   weights once and each sequence's KV once, so a replica yields batch / ((W + batch·KV) / (devices × bandwidth))
   tokens/s.
@@ -43,7 +43,7 @@ class ServingCostRequest(CalcRequest):
     hf_config: dict | None = MODEL_CONFIG_FIELD
     estimate: Estimate | None = ESTIMATE_FIELD
     params: PosFloat | None = Field(None, description="Parameter count instead of a model id.", examples=[70e9])
-    bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] | None = Field(
+    weight_bytes_per_param: Annotated[float, Field(gt=0, le=8, allow_inf_nan=False)] | None = Field(
         None, description="Stored bytes per parameter (BF16 2, INT8 1, INT4 0.5). Default: the model's published weight "
                           "format (per component when mixed), else 2 (BF16).")
     kv_bytes_per_token: NonNegFloat | None = Field(None, description="KV bytes per token per sequence (default: from the model's layer groups at kv_format; 0 with `params`).")
@@ -57,8 +57,8 @@ class ServingCostRequest(CalcRequest):
     target_tokens_per_s: PosFloat = Field(description="Output tokens per second the service must deliver.", examples=[1000])
     batch: PosIntSweep | None = Field(None, description="Sequences decoded together per replica. Sweepable. Default: the largest "
                                       "power of two that fits the replica's memory and keeps the decode step within "
-                                      "`tpot_target_s`.", examples=[[1, 16, 64]])
-    tpot_target_s: PosFloat = Field(0.05, description="Decode-step target used to choose the batch when none is given "
+                                      "`tpot_s`.", examples=[[1, 16, 64]])
+    tpot_s: PosFloat = Field(0.05, description="Decode-step target used to choose the batch when none is given "
                                     "(default 50 ms: 20 tokens/s per user, a common interactive target).")
     context_tokens: NonNegIntSweep = Field(0, description="Average tokens in each sequence's KV cache. Sweepable.", examples=[4096])
     memory_utilization: Fraction = Field(0.9, description="Usable fraction of device memory for weights + KV (> 0; default 0.9, "
@@ -70,7 +70,7 @@ class ServingCostRequest(CalcRequest):
                               "the heads evenly).", examples=[4])
     ep: PosInt = Field(1, description="Expert-parallel ranks inside the TP group (MoE, step model; default 1).")
     weight_format: Format | None = Field(None, description="Weight format for the step model (default: the model's "
-                                         "published one); instead of bytes_per_param.")
+                                         "published one); instead of weight_bytes_per_param.")
     link: str | None = Field(None, min_length=1, max_length=100, description="Link id of the tensor-parallel group "
                              "(step model; default: the hardware's first listed link).", examples=["nvlink4"])
 
@@ -84,8 +84,8 @@ class ServingCostRequest(CalcRequest):
             raise ValueError("give hardware or memory_per_device_bytes")
         if not self.hardware and self.price_per_device_hour_usd is None:
             raise ValueError("give price_per_device_hour_usd (or hardware, whose lowest stored on-demand price is the default)")
-        if self.weight_format is not None and self.bytes_per_param is not None:
-            raise ValueError("give weight_format or bytes_per_param, not both")
+        if self.weight_format is not None and self.weight_bytes_per_param is not None:
+            raise ValueError("give weight_format or weight_bytes_per_param, not both")
         return self
 
 
@@ -108,7 +108,7 @@ class ServingCostBandwidthOut(Outputs):
     """The bandwidth method: memory-bound decode of `batch` sequences per replica."""
 
     batch: int | list[int] = Field(description="Sequences decoded together per replica (given, or the largest power "
-                                   "of two that fits and meets tpot_target_s).")
+                                   "of two that fits and meets tpot_s).")
     weight_bytes: float | None = Field(description="Weights of one replica, B.")
     kv_bytes_per_token: float | None = Field(description="KV per token of one sequence, B/token.")
     kv_bytes_per_sequence: OutSweep = Field(description="KV of one sequence at context_tokens, B.")
@@ -243,7 +243,7 @@ def _largest_batch(W: float, kv_seq: np.ndarray, usable: float, bw: float, targe
     res.step("batch (chosen)", "largest 2^k with W + batch × KV ≤ devices × usable and step ≤ tpot target",
              f"{num(chosen.reshape(-1)[0])} on {num(dev)} device(s), target {fmt_s(target_s)}", chosen, "sequences")
     res.assume(f"No batch given: the largest power-of-two batch that fits the memory of the {num(dev)} device(s) the "
-               f"weights need and keeps the bandwidth-bound decode step within {fmt_s(target_s)} (tpot_target_s) is used"
+               f"weights need and keeps the bandwidth-bound decode step within {fmt_s(target_s)} (tpot_s) is used"
                + ("; even batch 1 misses that target." if not ok.any() else "."))
     return chosen
 
@@ -294,11 +294,11 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     res.inputs["price_per_device_hour_usd"] = price
     x = broadcast({"batch": req.batch if req.batch is not None else 1, "context_tokens": req.context_tokens})
     b, ctx = x["batch"], x["context_tokens"]
-    bpp = req.bytes_per_param
+    bpp = req.weight_bytes_per_param
     if bpp is not None:
         W = params * bpp
     elif rec is not None and (req.weight_format is not None or shipped_weight_formats(rec.weight_dtype) is not None):
-        W = model_weight_bytes(rec, req.weight_format, res, "weight_format" if req.weight_format is not None else "bytes_per_param")
+        W = model_weight_bytes(rec, req.weight_format, res, "weight_format" if req.weight_format is not None else "weight_bytes_per_param")
         bpp = W / params
     elif req.weight_format is not None:
         bpp = resolve_format(req.weight_format, "weight_format").effective_bits / 8.0
@@ -307,7 +307,7 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     else:
         bpp = 2.0
         W = params * bpp
-        res.assume("Weights: 2 bytes per parameter (BF16) unless bytes_per_param says otherwise.")
+        res.assume("Weights: 2 bytes per parameter (BF16) unless weight_bytes_per_param says otherwise.")
     methods: dict = {}
 
     # ---- bandwidth method
@@ -327,11 +327,11 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
         if req.memory_utilization <= 0 or req.bandwidth_efficiency <= 0:
             raise CalcInputError("memory_utilization" if req.memory_utilization <= 0 else "bandwidth_efficiency", "must be > 0")
         usable = float(usable_memory_bytes(mem, req.memory_utilization, req.runtime_reserve_bytes))
-        stepped = rec is not None and req.hardware and req.bytes_per_param is None and req.kv_bytes_per_token is None
+        stepped = rec is not None and req.hardware and req.weight_bytes_per_param is None and req.kv_bytes_per_token is None
         lay = step_layout(rec, res) if stepped else None
         sp = None
         if lay is not None:
-            sp = step_plan(req, lookup, res, rec, lay, hw, b, ctx, usable, req.tpot_target_s, BATCH_LADDER)
+            sp = step_plan(req, lookup, res, rec, lay, hw, b, ctx, usable, req.tpot_s, BATCH_LADDER)
             if req.batch is None:
                 res.inputs["batch"] = out(sp.batch)
             b, dev, step = sp.batch, sp.devices, sp.times.bound_s
@@ -341,9 +341,9 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
             for k in ("ep", "link"):
                 if k in req.model_fields_set:
                     raise CalcInputError(k, "needs the step model: a model with itemised layers and a hardware id, without "
-                                         "bytes_per_param or kv_bytes_per_token")
+                                         "weight_bytes_per_param or kv_bytes_per_token")
             if req.batch is None:
-                b = _largest_batch(W, np.asarray(kv_seq, dtype=float), usable, bw * req.bandwidth_efficiency, req.tpot_target_s, res)
+                b = _largest_batch(W, np.asarray(kv_seq, dtype=float), usable, bw * req.bandwidth_efficiency, req.tpot_s, res)
                 res.inputs["batch"] = out(b)
             need = W + b * kv_seq
             res.step("memory per replica", "W + batch × KV(context)", f"{fmt_bytes(W)} + {num(first(b))} × {fmt_bytes(first(kv_seq))}", need, "B")
@@ -458,13 +458,13 @@ CALCULATORS = [
         request_model=ServingCostRequest,
         compute=compute,
         outputs_model=ServingCostOutputs,
-        example={"params": 70e9, "bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
+        example={"params": 70e9, "weight_bytes_per_param": 2, "kv_bytes_per_token": 327680, "memory_per_device_bytes": 80e9,
                  "memory_bandwidth_bytes_per_s": 3.35e12, "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000,
                  "batch": [1, 16, 64], "context_tokens": 4096},
         cases=("single-agent-serving-cost", "workload-and-provisioning", "inference-training-scenarios"),
         sweepable=("batch", "context_tokens"),
         chart=Chart(x="batch", y=("cost_per_mtok_usd",), x_label="batch", y_label="USD per 1M tokens"),
-        extra_examples=({"method": "page", "params": 70e9, "bytes_per_param": 2, "memory_per_device_bytes": 80e9,
+        extra_examples=({"method": "page", "params": 70e9, "weight_bytes_per_param": 2, "memory_per_device_bytes": 80e9,
                          "price_per_device_hour_usd": 8.0, "target_tokens_per_s": 1000},),
     ),
 ]

@@ -58,10 +58,10 @@ class PhaseMemory(CalcRequest):
     """Device memory when one GPU switches between training and rollout."""
 
     train_state_bytes: NonNegFloat = Field(description="Training state on the device (weights, gradients, optimizer).", examples=[40 * GIB])
-    weights_bytes: NonNegFloat = Field(description="Inference weights of the rollout engine.", examples=[16381470720])
+    weight_bytes: NonNegFloat = Field(description="Inference weights of the rollout engine.", examples=[16381470720])
     kv_bytes: NonNegFloat = Field(description="KV cache pool of the rollout engine.", examples=[24 * GIB])
     runtime_bytes: NonNegFloat = Field(0.0, description="Runtime, allocator and workspace present in both phases.", examples=[4 * GIB])
-    device_memory_bytes: PosFloat | None = Field(None, description="Device memory budget.", examples=[64 * GIB])
+    memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory budget.", examples=[64 * GIB])
 
 
 class IdleWait(CalcRequest):
@@ -75,8 +75,10 @@ class IdleWait(CalcRequest):
 class ExtraRollout(CalcRequest):
     """Renting extra rollout instances next to the training instance."""
 
-    base_usd_per_h: PosFloat = Field(description="Hourly price of the training instance, USD.", examples=[83.79])
-    extra_usd_per_h: PosFloat = Field(description="Hourly price of one extra rollout instance, USD.", examples=[5.32])
+    renamed_fields = {"base_usd_per_h": "base_price_per_hour_usd", "extra_usd_per_h": "extra_price_per_hour_usd"}
+
+    base_price_per_hour_usd: PosFloat = Field(description="Hourly price of the training instance, USD.", examples=[83.79])
+    extra_price_per_hour_usd: PosFloat = Field(description="Hourly price of one extra rollout instance, USD.", examples=[5.32])
     extra_instances: NonNegInt = Field(description="Extra instances, billed all the time.", examples=[6])
     throughput_multipliers: list[PosFloat] = Field(default_factory=list, max_length=100, description="Training throughput with the extras relative to without.", examples=[[1.2, 1.6]])
 
@@ -150,10 +152,10 @@ class RlPipelinePhaseMemoryOut(Outputs):
     rollout_only_bytes: float | None = Field(description="Inference weights + KV + runtime, B.")
     naive_peak_bytes: float | None = Field(description="Everything resident at once, B.")
     staged_peak_bytes: float | None = Field(description="max(state + weights, weights + KV) + runtime, B.")
-    naive_fits: bool | None = Field(None, description="Naive peak ≤ device memory (with device_memory_bytes).")
-    staged_fits: bool | None = Field(None, description="Staged peak ≤ device memory (with device_memory_bytes).")
+    naive_fits: bool | None = Field(None, description="Naive peak ≤ device memory (with memory_per_device_bytes).")
+    staged_fits: bool | None = Field(None, description="Staged peak ≤ device memory (with memory_per_device_bytes).")
     staged_headroom_bytes: float | None = Field(None, description="device memory − staged peak, B (with "
-                                                "device_memory_bytes).")
+                                                "memory_per_device_bytes).")
 
 
 class RlPipelineIdleWaitOut(Outputs):
@@ -232,15 +234,15 @@ def compute_pipeline(req: RlPipelineRequest, lookup: Lookup) -> Result:
     if req.phase_memory is not None:
         pm = req.phase_memory
         train = pm.train_state_bytes + pm.runtime_bytes
-        roll = pm.weights_bytes + pm.kv_bytes + pm.runtime_bytes
-        naive = pm.train_state_bytes + pm.weights_bytes + pm.kv_bytes + pm.runtime_bytes
-        staged = max(pm.train_state_bytes + pm.weights_bytes + pm.runtime_bytes, roll)
+        roll = pm.weight_bytes + pm.kv_bytes + pm.runtime_bytes
+        naive = pm.train_state_bytes + pm.weight_bytes + pm.kv_bytes + pm.runtime_bytes
+        staged = max(pm.train_state_bytes + pm.weight_bytes + pm.runtime_bytes, roll)
         res.step("naive switch peak", "state + W + KV + runtime (everything resident at once)", fmt_bytes(naive), naive, "B")
         res.step("staged switch peak", "max(state + W + runtime, W + KV + runtime): load W, sync, drop state, then KV", fmt_bytes(staged), staged, "B")
         pmo = {"train_only_bytes": train, "rollout_only_bytes": roll, "naive_peak_bytes": naive, "staged_peak_bytes": staged}
-        if pm.device_memory_bytes is not None:
-            pmo.update({"naive_fits": naive <= pm.device_memory_bytes, "staged_fits": staged <= pm.device_memory_bytes,
-                        "staged_headroom_bytes": pm.device_memory_bytes - staged})
+        if pm.memory_per_device_bytes is not None:
+            pmo.update({"naive_fits": naive <= pm.memory_per_device_bytes, "staged_fits": staged <= pm.memory_per_device_bytes,
+                        "staged_headroom_bytes": pm.memory_per_device_bytes - staged})
         o["phase_memory"] = pmo
     if req.idle_wait is not None:
         iw = req.idle_wait
@@ -249,10 +251,10 @@ def compute_pipeline(req: RlPipelineRequest, lookup: Lookup) -> Result:
         o["idle_wait"] = {"extra_gpu_s": extra, "net_gpu_s": extra - iw.saved_gpu_s, "worth_it": extra < iw.saved_gpu_s}
     if req.extra_rollout is not None:
         er = req.extra_rollout
-        total = er.base_usd_per_h + er.extra_instances * er.extra_usd_per_h
-        be = total / er.base_usd_per_h
-        res.step("hourly cost with extras", "base + n × extra", f"{num(er.base_usd_per_h)} + {er.extra_instances} × {num(er.extra_usd_per_h)}", total, "USD/h")
-        res.step("break-even throughput multiplier", "total / base", f"{num(total)} / {num(er.base_usd_per_h)}", be, "×")
+        total = er.base_price_per_hour_usd + er.extra_instances * er.extra_price_per_hour_usd
+        be = total / er.base_price_per_hour_usd
+        res.step("hourly cost with extras", "base + n × extra", f"{num(er.base_price_per_hour_usd)} + {er.extra_instances} × {num(er.extra_price_per_hour_usd)}", total, "USD/h")
+        res.step("break-even throughput multiplier", "total / base", f"{num(total)} / {num(er.base_price_per_hour_usd)}", be, "×")
         o["extra_rollout"] = {"total_usd_per_h": total, "break_even_multiplier": be,
                               "cost_per_work_ratio": [be / x for x in er.throughput_multipliers]}
     if not o:

@@ -31,7 +31,7 @@ class RolloutTailRequest(CalcRequest):
     short_s: NonNegFloat | None = Field(None, description="Duration of a short rollout, seconds.", examples=[1])
     long_s: NonNegFloat | None = Field(None, description="Duration of a long rollout, seconds.", examples=[10])
     race_copies: Annotated[int, Field(ge=1, le=1024)] = Field(1, description="Copies started per sample (at most 1024); the first to finish is kept and the rest cancelled.", examples=[2])
-    batch_size: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Rollouts a synchronous step waits for (at most 1e9).", examples=[64])
+    batch: Annotated[int, Field(ge=1, le=10**9)] = Field(1, description="Rollouts a synchronous step waits for (at most 1e9).", examples=[64])
     oversample: Oversample | None = None
 
 
@@ -70,7 +70,7 @@ def compute_tail(req: RolloutTailRequest, lookup: Lookup) -> Result:
         if req.short_s is None or req.long_s is None:
             raise CalcInputError("short_s" if req.short_s is None else "long_s", "give both short_s and long_s")
         p = broadcast({"long_fraction": req.long_fraction})["long_fraction"]
-        s, l, r, n = req.short_s, req.long_s, req.race_copies, req.batch_size
+        s, l, r, n = req.short_s, req.long_s, req.race_copies, req.batch
         single = res.step("expected rollout time", "p × long + (1 − p) × short", f"{num(first(p))} × {num(l)} + (1 − {num(first(p))}) × {num(s)}", p * l + (1 - p) * s, "s")
         kept_long = p ** r
         race = res.step("expected time with racing copies", "long × p^r + short × (1 − p^r)", f"{num(l)} × {num(first(p))}^{r} + {num(s)} × (1 − {num(first(p))}^{r})",
@@ -118,7 +118,7 @@ def _tail_headline(req: RolloutTailRequest, o: dict) -> str:
         if req.race_copies > 1:
             text += (f", {hf.fmt_seconds(o.get('race_expected_s'))} racing {req.race_copies} copies "
                      f"({hf.fmt_seconds(o.get('race_slot_s'))} of slots)")
-        text += (f", and a synchronous batch of {req.batch_size} waits {hf.fmt_seconds(o.get('batch_expected_wall_s'))} "
+        text += (f", and a synchronous batch of {req.batch} waits {hf.fmt_seconds(o.get('batch_expected_wall_s'))} "
                  f"({hf.fmt_pct(o.get('batch_idle_fraction'))} idle)")
         if n > 1:
             text += f" (first of {n:,} points)"
@@ -147,7 +147,7 @@ CALCULATORS = [
         request_model=RolloutTailRequest,
         compute=compute_tail,
         outputs_model=RlRolloutTailOutputs,
-        example={"long_fraction": [0.01, 0.05, 0.1, 0.25, 0.5], "short_s": 1, "long_s": 10, "race_copies": 2, "batch_size": 64,
+        example={"long_fraction": [0.01, 0.05, 0.1, 0.25, 0.5], "short_s": 1, "long_s": 10, "race_copies": 2, "batch": 64,
                  "oversample": {"prompts": 128, "responses_per_prompt": 8, "prompt_factor": 1.25, "response_factor": 1.25}},
         cases=("rollout-tail-and-sampling",),
         sweepable=("long_fraction",),

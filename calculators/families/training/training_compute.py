@@ -17,7 +17,7 @@ from calculators.framework import (
     broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, FractionSweep, Lookup, NonNegInt, num,
     out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import hardware_rates, ledger, MODEL_CONFIG_FIELD, resolve_arch, ShapeArchitecture
+from calculators.domain import arch_matrix_params, hardware_rates, ledger, matrix_params, MODEL_CONFIG_FIELD, resolve_arch, ShapeArchitecture
 from calculators.framework import headline as hf
 
 
@@ -138,23 +138,19 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
                 attn_shape = (a.layers, a.heads, a.head_dim, a.v_head_dim or a.head_dim)
         else:
             arch, rec = resolve_arch(req, lookup, res)
-            if arch is None:
-                if req.hf_config is not None and "params_active" not in rec:
-                    raise CalcInputError("model_config", f"attention '{rec.attention}' has no parameter ledger here, so the "
-                                         "config gives no parameter count: give `params` (and `attention`) instead")
-                N = np.asarray(float(rec.value("params_active", loc="model" if req.model is not None else "model_config"))) + 0.0 * D
-                res.cite(rec.source("params_active"))
-                res.assume(f"{rec.id}: attention '{rec.attention}' is not itemised; N is the stored active "
-                           "parameter count (a label, embeddings included).")
-                res.step("N", "params_active (store)", num(first(N)), N, "params")
-            else:
+            if arch is None and req.hf_config is not None and "params_active" not in rec:
+                raise CalcInputError("model_config", f"attention '{rec.attention}' has no parameter ledger here, so the "
+                                     "config gives no parameter count: give `params` (and `attention`) instead")
+            # the one count of the parameters a token multiplies, shared with prefix-cache (calculators.domain)
+            loc = "model" if req.model is not None else "model_config"
+            counted = matrix_params(rec, res, req.include_lm_head, loc) if rec is not None else \
+                arch_matrix_params(arch, req.include_lm_head)
+            N = np.asarray(counted.total) + 0.0 * D
+            comp = counted.components
+            res.step("N", counted.basis if comp is None else "active matrix params per token: " + counted.basis,
+                     num(first(N)) if comp is None else " + ".join(num(v) for v in comp.values() if v), N, "params")
+            if arch is not None:
                 led = ledger(arch)
-                comp = dict(led["active_matrix"])
-                comp["lm_head"] = led["head_matrix"] if req.include_lm_head else 0
-                Nval = float(sum(comp.values()))
-                N = np.asarray(Nval) + 0.0 * D
-                res.step("N", "active matrix params per token: attention + FFN + active experts + shared + router (+ head)",
-                         " + ".join(num(v) for v in comp.values() if v), N, "params")
                 o["flops_per_token_by_component"] = {k: 6.0 * factor * v for k, v in comp.items()}
                 if arch.experts:
                     o["expert_flops_per_token"] = 6.0 * factor * (comp["routed_experts"] + comp["shared_experts"])
