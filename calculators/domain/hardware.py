@@ -88,6 +88,13 @@ class HardwareSpec:
     links: tuple[str, ...] = ()
 
     @property
+    def scale_up_link(self) -> str | None:
+        """The link between the devices of one tensor-parallel group when a request names none: the first link the
+        record lists (records list their NVLink, ICI or NVLink-C2C first and PCIe or a scale-out network after);
+        None when the record lists no link. The one default every calculator that needs a TP link uses."""
+        return self.links[0] if self.links else None
+
+    @property
     def is_device(self) -> bool:
         return self.scope == "device" and self.devices == 1
 

@@ -45,7 +45,7 @@ def test_five_calculators_agree_on_kv_bytes(model):
                                   "kv_format": fmt, "peak_flop_per_s": 1e15, "memory_bandwidth_bytes_per_s": 1e12},
                      "kv_cache_bytes", want)
         split = run("parallel-split", {"model": model, "tp": [1], "context_tokens": TOKENS, "kv_format": fmt,
-                                       "weight_bytes": 1.0, "hbm_bandwidth_bytes_per_s": 1e12}, LOOKUP)[2].outputs
+                                       "weight_bytes": 1.0, "memory_bandwidth_bytes_per_s": 1e12}, LOOKUP)[2].outputs
         prefix = run("prefix-cache", {"model": model, "prefix_tokens": TOKENS, "kv_format": fmt}, LOOKUP)[2].outputs
         cost = kv_of("serving-cost", {"model": model, "context_tokens": TOKENS, "kv_format": fmt,
                                       "memory_per_device_bytes": 1e15, "memory_bandwidth_bytes_per_s": 1e12,

@@ -12,7 +12,7 @@ from tests.calculators.plain import compute as run  # outputs as plain values (s
 
 KV_8K = 1207959552  # 1.125 GiB
 TEACH = {"weight_bytes": 16.4e9, "kv_bytes": KV_8K, "layers": 36, "hidden_size": 4096,
-         "hbm_bandwidth_bytes_per_s": 2e12, "tp": [1, 2, 4, 8]}
+         "memory_bandwidth_bytes_per_s": 2e12, "tp": [1, 2, 4, 8]}
 FAST = {"link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 200e9}
 SLOW = {"link_alpha_s": 5e-6, "link_bandwidth_bytes_per_s": 25e9}
 
@@ -79,12 +79,12 @@ def test_ids_resolve_weights_kv_hardware_and_link_with_sources():
 
 
 def test_memory_fit_excludes_candidates_and_workspace_counts():
-    o = calc({**TEACH, **SLOW, "memory_bytes": 6e9})
+    o = calc({**TEACH, **SLOW, "memory_per_device_bytes": 6e9})
     assert o["fits"] == [False, False, True, True]
     assert o["best"]["tp"] == 4 and "do not fit" in o["why"]
-    o = calc({**TEACH, **SLOW, "memory_bytes": 6e9, "workspace_bytes": 2e9})
+    o = calc({**TEACH, **SLOW, "memory_per_device_bytes": 6e9, "workspace_bytes": 2e9})
     assert o["fits"] == [False, False, False, True] and o["best"]["tp"] == 8
-    o = calc({**TEACH, **SLOW, "memory_bytes": 1e9})
+    o = calc({**TEACH, **SLOW, "memory_per_device_bytes": 1e9})
     assert o["best"] is None and "No candidate fits" in o["why"]
 
 
@@ -108,7 +108,7 @@ def test_pipeline_handoff_payload_and_link_token_rate():
 
 def test_compute_bound_term_when_given():
     o = calc({**TEACH, **FAST, "tp": [1], "step_tokens": 8192, "message_bytes": 8192,
-              "flops_per_token": 2 * 8.2e9, "flop_per_s": 500e12})
+              "flops_per_token": 2 * 8.2e9, "peak_flop_per_s": 500e12})
     assert o["candidates"][0]["compute_time_s"] == pytest.approx(8192 * 2 * 8.2e9 / 500e12)
     assert o["candidates"][0]["dominant"] == "compute"
 
@@ -117,8 +117,8 @@ def test_compute_bound_term_when_given():
 @given(W=st.floats(1e6, 1e13), KV=st.floats(0, 1e12), a=st.floats(0, 1e-4), B=st.floats(1e8, 1e12),
        tps=st.lists(st.integers(1, 4096), min_size=1, max_size=12), L=st.integers(1, 200), mem=st.floats(1e6, 1e12))
 def test_best_is_the_fastest_fitting_candidate_and_sweep_matches_scalars(W, KV, a, B, tps, L, mem):
-    body = {"weight_bytes": W, "kv_bytes": KV, "layers": L, "message_bytes": 8192, "hbm_bandwidth_bytes_per_s": 2e12,
-            "memory_bytes": mem, "link_alpha_s": a, "link_bandwidth_bytes_per_s": B}
+    body = {"weight_bytes": W, "kv_bytes": KV, "layers": L, "message_bytes": 8192, "memory_bandwidth_bytes_per_s": 2e12,
+            "memory_per_device_bytes": mem, "link_alpha_s": a, "link_bandwidth_bytes_per_s": B}
     o = calc({**body, "tp": tps})
     fit_steps = [c["step_time_s"] for c in o["candidates"] if c["fits"]]
     if fit_steps:
@@ -144,9 +144,9 @@ def test_validation():
     with pytest.raises(ValidationError):
         calc({**TEACH, **SLOW, "tp": []})
     with pytest.raises(ValidationError):
-        calc({**TEACH, **SLOW, "hbm_bandwidth_bytes_per_s": 0})
+        calc({**TEACH, **SLOW, "memory_bandwidth_bytes_per_s": 0})
     with pytest.raises(CalcInputError):
-        calc({k: v for k, v in TEACH.items() if k != "hbm_bandwidth_bytes_per_s"} | SLOW)
+        calc({k: v for k, v in TEACH.items() if k != "memory_bandwidth_bytes_per_s"} | SLOW)
     with pytest.raises(CalcInputError):
         calc({**TEACH, "tp": [1, 2]})  # no link for tp > 1
     with pytest.raises(CalcInputError):
@@ -194,7 +194,7 @@ def test_what_if_slower_link_moves_the_choice_from_tp8_to_tp4():
 
 
 def test_capacity_screen_free_bytes():
-    o = calc({**TEACH, **FAST, "weight_bytes": 470e9, "kv_bytes": 0, "memory_bytes": 80e9, "tp": [4, 8]})
+    o = calc({**TEACH, **FAST, "weight_bytes": 470e9, "kv_bytes": 0, "memory_per_device_bytes": 80e9, "tp": [4, 8]})
     assert o["per_device_bytes"] == [117.5e9, 58.75e9]
     assert o["free_bytes"][1] == pytest.approx(21.25e9) and o["fits"] == [False, True]
 
@@ -221,7 +221,7 @@ def test_headline_names_the_choice_and_why():
     assert res.headline.startswith(f"Choose TP={b['tp']}: a {fmt_seconds(b['step_time_s'])} decode step")
     nxt = next(c for c in o["candidates"] if c["tp"] > b["tp"])
     assert f"TP={nxt['tp']} would save {fmt_seconds(b['memory_time_s'] - nxt['memory_time_s'])}" in res.headline
-    _, _, res = run("parallel-split", {**TEACH, **SLOW, "memory_bytes": 1e9}, no_lookup)
+    _, _, res = run("parallel-split", {**TEACH, **SLOW, "memory_per_device_bytes": 1e9}, no_lookup)
     assert res.outputs["best"] is None and res.headline.startswith("None of the 4 candidates fits")
     _, _, res = run("parallel-split", {**TEACH, **FAST, "tp": 2}, no_lookup)
     assert res.headline.startswith("Choose TP=2") and res.headline.endswith(".")
@@ -245,3 +245,111 @@ def test_outputs_models_validate_every_example(lookup):
     c = REGISTRY["parallel-split"]
     _, _, res = run("parallel-split", {**TEACH, **SLOW, "tp": 4}, no_lookup)      # scalar tp: flat fields are scalars
     c.outputs_model.model_validate(res.outputs)
+
+
+# --------------------------------------------------------------------------- the step model, weight_format, the default link, devices
+
+L70 = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "batch": 8, "context_tokens": 2048}
+
+
+def test_weight_format_fp8_halves_the_weights_and_shortens_the_step(lookup):
+    bf16 = calc({**L70, "tp": [2, 4], "weight_format": "bf16"}, lookup)
+    fp8 = calc({**L70, "tp": [2, 4], "weight_format": "fp8"}, lookup)
+    assert bf16["step_model"] == fp8["step_model"] == "layers"
+    assert (bf16["weight_format"], fp8["weight_format"]) == ("bf16", "fp8")
+    assert fp8["weight_bytes"] == pytest.approx(bf16["weight_bytes"] / 2, rel=1e-12)
+    for a, b in zip(bf16["candidates"], fp8["candidates"]):
+        assert b["per_device_bytes"] < a["per_device_bytes"]           # the fit uses the format
+        assert b["memory_time_s"] < a["memory_time_s"] and b["step_time_s"] < a["step_time_s"]      # the bound
+        assert b["measured_step_time_s"] < a["measured_step_time_s"]   # the measured estimate (FP8 GEMM tables)
+    # the book's first-pass model counts W in the format too
+    fp = {"model": "llama-3.1-70b", "memory_bandwidth_bytes_per_s": 3.35e12, "link_bandwidth_bytes_per_s": 1e11, "tp": [1, 2]}
+    w16, w8 = (calc({**fp, "weight_format": f}, lookup) for f in ("bf16", "fp8"))
+    assert w16["step_model"] == "first_pass" and w8["weight_bytes"] == pytest.approx(w16["weight_bytes"] / 2, rel=1e-12)
+    assert w8["step_time_s"][0] < w16["step_time_s"][0]
+    with pytest.raises(CalcInputError) as e:
+        calc({**fp, "weight_format": "fp8", "weight_bytes_per_param": 1}, lookup)
+    assert e.value.loc == ("weight_format",)
+
+
+def test_the_interconnect_defaults_to_the_hardware_scale_up_link_and_says_so(lookup):
+    _, _, res = run("parallel-split", {**L70, "tp": [1, 4], "estimate": "bound"}, lookup)
+    link = lookup("hardware", "h100-sxm")["links"][0]          # the record's first listed link
+    assert res.outputs["interconnect"] == link and res.inputs["interconnect"] == link
+    assert any(a.startswith(f"interconnect not given: using {link} (the scale-up link of h100-sxm, source") for a in res.assumptions)
+    named = calc({**L70, "tp": [1, 4], "estimate": "bound", "interconnect": link}, lookup)
+    assert named["step_time_s"] == res.outputs["step_time_s"]
+    # a single device needs no link: nothing is defaulted
+    _, _, one = run("parallel-split", {**L70, "tp": 1, "estimate": "bound"}, lookup)
+    assert one.outputs["interconnect"] is None and not any("interconnect not given" in a for a in one.assumptions)
+
+
+def test_a_hardware_without_a_scale_up_link_and_no_interconnect_is_a_422_naming_interconnect():
+    with pytest.raises(CalcInputError) as e:
+        calc({"model": "qwen3-8b", "hardware": "gpu", "tp": [1, 2], "context_tokens": 1024}, store)
+    assert e.value.loc == ("interconnect",)
+    calc({"model": "qwen3-8b", "hardware": "gpu", "tp": [1, 2], "context_tokens": 1024, "interconnect": "fast"}, store)
+
+
+# parallel-split's step time against roofline, serving-cost, tp-overhead, speculative and the planner: test_step_agreement.py
+
+
+def test_devices_rank_tp_times_replicas_by_tokens_per_device(lookup):
+    _, _, res = run("parallel-split", {"model": "llama-3.1-70b", "hardware": "h100-sxm", "devices": 8, "context_tokens": 2048},
+                    lookup)
+    d = res.outputs["devices"]
+    opts = d["options"]
+    assert sorted(o["tp"] for o in opts) == [1, 2, 4, 8] and d["batch_basis"] == "largest that fits"
+    assert d["ranked_by"] == "measured"
+    ok = [o for o in opts if o["fits"]]
+    assert [o["tp"] for o in ok] and all(not o["fits"] for o in opts[len(ok):])   # fitting options first
+    assert not next(o for o in opts if o["tp"] == 1)["fits"]                         # 141 GB of BF16 weights on one H100
+    rates = [o["tokens_per_s_per_device"] for o in ok]
+    assert rates == sorted(rates, reverse=True) and [o["rank"] for o in ok] == list(range(1, len(ok) + 1))
+    for o in ok:
+        assert o["replicas"] * o["tp"] == 8
+        assert o["tokens_per_s_per_device"] == pytest.approx(o["batch"] / o["measured_step_time_s"] / o["tp"], rel=1e-12)
+    best = d["best"]
+    assert best == opts[0] and f"TP={best['tp']}" in res.headline and f"{best['replicas']} replicas" in res.headline
+    # the largest batch that fits: one more sequence does not fit at that TP degree
+    at = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "context_tokens": 2048, "tp": best["tp"], "estimate": "bound"}
+    same = calc({**at, "batch": best["batch"]}, lookup)
+    assert same["fits"] and same["per_device_bytes"] == pytest.approx(best["memory_per_device_bytes"], rel=1e-12)
+    assert same["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-12)
+    assert not calc({**at, "batch": best["batch"] + 1}, lookup)["fits"]
+
+
+def test_devices_at_a_given_batch_reuse_the_candidates_and_drop_invalid_tp(lookup):
+    o = calc({**L70, "devices": 8, "estimate": "bound"}, lookup)
+    d = o["devices"]
+    assert d["batch_basis"] == "given" and d["ranked_by"] == "bound"
+    by_tp = {c["tp"]: c for c in o["candidates"]}
+    for opt in d["options"]:
+        assert opt["batch"] == 8 and opt["step_time_s"] == by_tp[opt["tp"]]["step_time_s"]
+        if opt["fits"]:
+            assert opt["tokens_per_s_per_device"] == pytest.approx(8 / opt["step_time_s"] / opt["tp"], rel=1e-12)
+    six = calc({**L70, "devices": 6, "estimate": "bound"}, lookup)["devices"]
+    assert {x["tp"] for x in six["dropped"]} == {3, 6} and "attention heads" in six["dropped"][0]["why"]
+    assert {x["tp"] for x in six["options"]} == {1, 2}
+    with pytest.raises(CalcInputError) as e:
+        calc({**L70, "devices": 8, "tp": [3]}, lookup)
+    assert e.value.loc == ("tp",)
+    with pytest.raises(CalcInputError) as e:
+        calc({"model": "llama-3.1-70b", "hardware": "h100-sxm", "devices": 8, "estimate": "bound"}, lookup)
+    assert e.value.loc == ("context_tokens",)       # no KV per sequence: no largest batch
+
+
+def test_step_model_choice_and_refusals(lookup):
+    assert calc({**L70, "tp": 4, "estimate": "bound"}, lookup)["step_model"] == "layers"
+    first = calc({**L70, "tp": 4, "step_model": "first_pass"}, lookup)
+    assert first["step_model"] == "first_pass"
+    assert first["memory_time_s"] == pytest.approx((first["weight_bytes"] + first["kv_bytes"]) / (4 * 3.35e12), rel=1e-12)
+    with pytest.raises(CalcInputError) as e:
+        calc({**L70, "tp": 4, "step_model": "layers", "weight_bytes": 1e9}, lookup)
+    assert e.value.loc == ("weight_bytes",)
+    with pytest.raises(CalcInputError) as e:
+        calc({**TEACH, **FAST, "step_model": "layers"})
+    assert e.value.loc == ("weight_bytes",)         # an input of the first pass only
+    with pytest.raises(CalcInputError) as e:
+        calc({"memory_bandwidth_bytes_per_s": 2e12, "tp": 1, "step_model": "layers"})
+    assert e.value.loc == ("model",)

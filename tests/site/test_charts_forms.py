@@ -101,7 +101,7 @@ def test_kv_budget_line_when_hardware_is_given(client):
 
 def test_parallel_split_draws_what_ifs_and_candidates_that_do_not_fit(client):
     body = {"weight_bytes": 16.4e9, "kv_bytes": 1207959552, "layers": 36, "hidden_size": 4096,
-            "hbm_bandwidth_bytes_per_s": 2e12, "memory_bytes": 12e9, "link_alpha_s": 5e-6,
+            "memory_bandwidth_bytes_per_s": 2e12, "memory_per_device_bytes": 12e9, "link_alpha_s": 5e-6,
             "link_bandwidth_bytes_per_s": 25e9, "tp": [1, 2, 4, 8],
             "what_if": [{"label": "faster link", "link_bandwidth_bytes_per_s": 400e9}]}
     out = computed(client, "parallel-split", body)["outputs"]

@@ -90,10 +90,10 @@ class SpeculativeRequest(CalcRequest):
     hf_config: dict | None = MODEL_CONFIG_FIELD
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id the target runs on (with a model).",
                                  examples=["h100-sxm"])
-    tp: PosInt = Field(1, le=1024, description="Target's tensor-parallel degree (with a model).")
-    ep: PosInt = Field(1, le=1024, description="Target's expert-parallel degree inside the TP group (MoE, with a model).")
-    batch: PosInt = Field(1, le=65536, description="Sequences the target decodes together (with a model).")
-    context_tokens: NonNegInt = Field(0, le=10_000_000, description="Tokens cached per sequence before the step (with a model).")
+    tp: int = Field(1, ge=1, le=1024, description="Target's tensor-parallel degree (with a model).")
+    ep: int = Field(1, ge=1, le=1024, description="Target's expert-parallel degree inside the TP group (MoE, with a model).")
+    batch: int = Field(1, ge=1, le=65536, description="Sequences the target decodes together (with a model).")
+    context_tokens: int = Field(0, ge=0, le=10_000_000, description="Tokens cached per sequence before the step (with a model).")
     weight_format: FormatField | None = Field(None, description="Target weight format (default: the model's published one).")
     kv_format: FormatField | None = Field(None, description="Target KV cache format (default bf16).")
     estimate: Estimate | None = ESTIMATE_FIELD
