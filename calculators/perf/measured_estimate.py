@@ -39,6 +39,20 @@ def measured_system_of(lookup: Lookup, hardware_id: str | None) -> str | None:
         return None
 
 
+def estimate_system(lookup: Lookup, hw: Any, estimate: str | None):
+    """The measured kernels an `estimate` of `bound`/`auto`/`measured` reads on hardware `hw`: None for `bound` or
+    for hardware with no measured system under `auto`; a 422 naming `estimate` when `measured` is asked without one."""
+    if estimate == "bound":
+        return None
+    from calculators.perf.measured_tables import load_system
+    name = measured_system_of(lookup, hw.id)
+    if name is not None:
+        return load_system(lookup, name, hw)
+    if estimate == "measured":
+        raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound'")
+    return None
+
+
 def _skip(mode: str | None, why: str, res: Result) -> None:
     if mode == "measured":
         raise CalcInputError("estimate", f"no measured estimate: {why}; use estimate='bound'")

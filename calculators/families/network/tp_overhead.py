@@ -29,7 +29,7 @@ from calculators.domain import (
 )
 from calculators.framework import headline as hf
 from calculators.perf import (
-    ESTIMATE_FIELD, Estimate, FORMULAS, Algorithm, collective_cost, load_system, measured_system_of, rates_from_spec,
+    ESTIMATE_FIELD, Estimate, FORMULAS, Algorithm, collective_cost, estimate_system, rates_from_spec,
     resolve_link, step_times,
 )
 
@@ -129,13 +129,7 @@ def _step_model(req: TpOverheadRequest, lookup: Lookup, res: Result, rec, hw, n,
         res.assume(f"Weight format: as published, {shipped.label} ({shipped.note})." if shipped is not None else
                    "Weight format: bf16 (the model states no published format; give weight_format).")
     kf = resolve_format(req.kv_format, "kv_format", "bf16")
-    system = None
-    if req.estimate != "bound":
-        name = measured_system_of(lookup, hw.id)
-        if name is not None:
-            system = load_system(lookup, name, hw)
-        elif req.estimate == "measured":
-            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound'")
+    system = estimate_system(lookup, hw, req.estimate)
     batch, new = (n, 1) if req.phase == "decode" else (1, n)
     try:
         st = step_times(lay, rates_from_spec(hw), req.phase, batch, new, ctx, p, req.ep, wf, kf, system)

@@ -14,7 +14,7 @@ import numpy as np
 from calculators.domain import FORMATS, Layout, groups_from_model, kv_sizes, layout_of, resolve_format, shipped_weight_formats
 from calculators.framework import CalcInputError, Lookup, Result, first, fmt_bytes, fmt_s, num, out
 from calculators.perf import (
-    Rates, Split, StepTimes, load_system, measured_system_of, rates_from_spec, split_problems, step_times, tp_link,
+    Rates, Split, StepTimes, estimate_system, rates_from_spec, split_problems, step_times, tp_link,
     weight_bytes_per_rank,
 )
 
@@ -130,13 +130,7 @@ def plan(req, lookup: Lookup, res: Result, rec, lay: Layout, hw, b, ctx, usable:
             raise CalcInputError("tp", f"TP {req.tp} holds {fmt_bytes(usable)} usable per device, but one rank needs "
                                  f"{fmt_bytes(float((w + b * kv).ravel()[i]))} (batch {num(b.ravel()[i])}): give a larger tp "
                                  "or a smaller batch")
-    system = None
-    if req.estimate != "bound":
-        name = measured_system_of(lookup, hw.id)
-        if name is not None:
-            system = load_system(lookup, name, hw)
-        elif req.estimate == "measured":
-            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound'")
+    system = estimate_system(lookup, hw, req.estimate)
     times = step_times(lay, rates, "decode", b, 1, ctx_b, dev, ep, wf, kf, system, link)
     res.step("devices per replica", "smallest valid TP degree with one rank's weights + batch × KV per rank ≤ usable"
              if req.tp is None else "tp (given)", f"TP {num(first(dev))}" + (f", EP {ep}" if ep > 1 else ""), dev, "devices")

@@ -17,7 +17,7 @@ from pydantic import Field
 
 from calculators.domain import hardware_spec, layout_of, model_record, note_scope, resolve_format, shipped_weight_formats
 from calculators.framework import CalcInputError, Lookup, Outputs, OutNum, OutSweep, Result, first, fmt_s, num, out
-from calculators.perf import load_system, measured_system_of, rates_from_spec, step_times, tp_link
+from calculators.perf import estimate_system, rates_from_spec, step_times, tp_link
 
 #: request fields that only mean something with a model on hardware
 STEP_FIELDS = ("tp", "ep", "batch", "context_tokens", "weight_format", "kv_format", "estimate", "link")
@@ -81,13 +81,7 @@ def target_steps(req, lookup: Lookup, res: Result, k: np.ndarray, k_search: np.n
         res.assume(f"Target weights: as published, {shipped.label} ({shipped.note})." if shipped is not None else
                    "Target weights: bf16 (the model states no published format; give weight_format).")
     kf = resolve_format(req.kv_format, "kv_format", "bf16")
-    system = None
-    if req.estimate != "bound":
-        name = measured_system_of(lookup, hw.id)
-        if name is not None:
-            system = load_system(lookup, name, hw)
-        elif req.estimate == "measured":
-            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound'")
+    system = estimate_system(lookup, hw, req.estimate)
     link, lid = tp_link(lookup, res, req.link, hw, req.tp)
     kk = np.asarray(k, dtype=float)
     new = np.concatenate([[1.0], kk.ravel() + 1.0, np.asarray(k_search, dtype=float) + 1.0])
