@@ -29,7 +29,7 @@ from calculators.framework.registry import REGISTRY  # noqa: E402
 from calculators.framework.runner import compute  # noqa: E402
 from knowledge.loader import catalog_lookup, default_catalog  # noqa: E402
 
-TRAFFIC = {"requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2.0, "tpot_s": 0.05}
+TRAFFIC = {"arrival_rate_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2.0, "tpot_s": 0.05}
 HARDWARE = ["h100-sxm", "h200-sxm", "b200-sxm", "a100-80gb-sxm", "mi300x"]
 #: dense: 5 hardware × TP 1/2/4/8 × 250 batches × 2 modes = 10,000
 DENSE = {**TRAFFIC, "model": "llama-3.1-70b", "hardware": HARDWARE, "tp": [1, 2, 4, 8], "batch": list(range(1, 251)),

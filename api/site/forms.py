@@ -7,7 +7,7 @@ repeated parameters, the standard HTML encoding of a multiple choice (`target_mo
 and the two spellings mix. The request model validates the result afterwards, so this module only
 turns text into JSON values and says which text is not JSON.
 
-Fields that name a stored record (`model`, `hardware`, `interconnect` …) offer the store's ids: a
+Fields that name a stored record (`model`, `hardware`, `link` …) offer the store's ids: a
 `<datalist>` for one id (free typing stays possible), a multiple `<select>` for a list of ids.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ Spec = dict[str, Any]
 Problem = dict[str, Any]
 
 #: request fields that name a stored record: field name -> store kind
-ID_FIELDS: dict[str, str] = {"model": "model", "hardware": "hardware", "interconnect": "link", "link": "link",
+ID_FIELDS: dict[str, str] = {"model": "model", "hardware": "hardware", "link": "link",
                              "pp_link": "link", "price": "price", "framework": "framework"}
 
 

@@ -15,7 +15,8 @@ VOCABULARY: dict[str, str] = {
     "model": "a model id of the store (its shapes, parameter counts and published weight format)",
     "model_config": "a Hugging Face config.json object, instead of `model`",
     "hardware": "a hardware id of the store: per-device memory, bandwidth and peaks come from its record",
-    "link": "a link id of the store: its latency α and one-way bandwidth",
+    "link": "a link id of the store: its latency α and one-way bandwidth (deployment-plan, which weighs several "
+            "hardware, takes one per hardware id)",
     # parallelism
     "tp": "tensor-parallel degree: ranks that split every layer",
     "pp": "pipeline-parallel stages",
@@ -52,7 +53,8 @@ VOCABULARY: dict[str, str] = {
     "memory_bandwidth_bytes_per_s": "memory (HBM) bandwidth of one device, B/s",
     "link_bandwidth_bytes_per_s": "one-way bandwidth of a link, B/s (not a bidirectional aggregate)",
     "link_alpha_s": "start-up latency α of a link per dependent round, s",
-    "arrival_rate_per_s": "requests arriving per second",
+    "arrival_rate_per_s": "requests arriving per second, an input (an output named `requests_per_s` is something "
+                          "else: requests completed per second, a throughput, e.g. inflight-window's)",
     # serving
     "batch": "sequences (or items) processed together in one step",
     "ttft_s": "time to first token, s",
@@ -93,6 +95,8 @@ SYNONYMS: dict[str, str] = {
     "link_bytes_per_s": "link_bandwidth_bytes_per_s",
     "bandwidth_bytes_per_s": "link_bandwidth_bytes_per_s",
     "alpha_s": "link_alpha_s",
+    "interconnect": "link",
+    "requests_per_s": "arrival_rate_per_s",
     "batch_size": "batch",
     "tpot_target_s": "tpot_s",
     "hit_rate": "prefix_hit_rate",

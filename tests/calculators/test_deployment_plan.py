@@ -11,7 +11,7 @@ from knowledge.loader import catalog_lookup, default_catalog
 
 LOOKUP = catalog_lookup(default_catalog())
 PRICES = {"h100-sxm": 2.49, "h200-sxm": 3.49, "b200-sxm": 5.99}
-TRAFFIC = {"hardware": ["h100-sxm", "h200-sxm", "b200-sxm"], "requests_per_s": 10, "input_tokens": 2000,
+TRAFFIC = {"hardware": ["h100-sxm", "h200-sxm", "b200-sxm"], "arrival_rate_per_s": 10, "input_tokens": 2000,
            "output_tokens": 500, "ttft_s": 2.0, "tpot_s": 0.05, "price_per_device_hour_usd": PRICES}
 CAPACITY = {"h100-sxm": 80 * GIB, "h200-sxm": 141 * GIB, "b200-sxm": 180 * GIB}   # binary HBM, per device
 
@@ -145,7 +145,7 @@ def test_outputs_model_validates(llama):
     assert {p["mode"] for p in llama["candidates"]} == {"aggregated", "disaggregated"}
 
 
-R1 = {"model": "deepseek-r1", "hardware": ["h200-sxm"], "tp": [8], "batch": [8, 64], "requests_per_s": 2,
+R1 = {"model": "deepseek-r1", "hardware": ["h200-sxm"], "tp": [8], "batch": [8, 64], "arrival_rate_per_s": 2,
       "input_tokens": 2000, "output_tokens": 500, "ttft_s": 5.0, "tpot_s": 0.1, "estimate": "bound",
       "price_per_device_hour_usd": {"h200-sxm": 3.49}}
 
@@ -213,7 +213,7 @@ def test_mtp_is_off_by_default_and_said(r1):
 
 def test_skewed_routing_costs_at_least_uniform_and_is_said():
     body = {"model": "qwen3-235b-a22b", "hardware": ["h200-sxm"], "tp": [8], "ep": [8], "batch": [1, 32],
-            "requests_per_s": 1, "input_tokens": 4000, "output_tokens": 200, "ttft_s": 10, "tpot_s": 1,
+            "arrival_rate_per_s": 1, "input_tokens": 4000, "output_tokens": 200, "ttft_s": 10, "tpot_s": 1,
             "estimate": "bound", "mode": "aggregated", "dp_attention": "off"}
     uniform = compute("deployment-plan", body, LOOKUP)[2]
     skewed = compute("deployment-plan", {**body, "expert_skew": 1.2}, LOOKUP)[2]

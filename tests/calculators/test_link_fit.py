@@ -56,7 +56,7 @@ def test_nearest_gpu_count_when_not_measured():
 
 
 def _best_tp(link: str, **extra) -> int:
-    body = {"model": "qwen3-235b-a22b", "hardware": "h200-sxm", "interconnect": link, "tp": [1, 2, 4, 8],
+    body = {"model": "qwen3-235b-a22b", "hardware": "h200-sxm", "link": link, "tp": [1, 2, 4, 8],
             "context_tokens": 4096, "batch": 32, **extra}
     return compute("parallel-split", body, LOOKUP)[2]
 

@@ -47,7 +47,7 @@ def test_measured_where_none_exists_is_a_422_naming_estimate():
 
 
 def test_parallel_split_reports_measured_step_times_per_candidate():
-    o = run("parallel-split", {"model": "qwen3-8b", "hardware": "h100-sxm", "interconnect": "nvlink4", "tp": [1, 2, 4, 8],
+    o = run("parallel-split", {"model": "qwen3-8b", "hardware": "h100-sxm", "link": "nvlink4", "tp": [1, 2, 4, 8],
                                "context_tokens": 1024}).outputs
     measured = [c["measured_step_time_s"] for c in o["candidates"]]
     assert all(m > b for m, b in zip(measured, o["step_time_s"]))

@@ -159,7 +159,7 @@ def test_framework_is_a_request_field_of_roofline_and_the_planner(lookup):
     with pytest.raises(ValidationError) as exc:
         compute("roofline", {**body, "framework": "llama.cpp"}, lookup)
     assert exc.value.errors()[0]["loc"] == ("framework",)
-    plan = {"model": "deepseek-r1", "requests_per_s": 1, "input_tokens": 2048, "output_tokens": 128, "ttft_s": 10,
+    plan = {"model": "deepseek-r1", "arrival_rate_per_s": 1, "input_tokens": 2048, "output_tokens": 128, "ttft_s": 10,
             "tpot_s": 0.2, "hardware": ["h200-sxm"], "tp": [8], "batch": [32], "mode": "aggregated", "framework": "sglang"}
     best = compute("deployment-plan", plan, lookup)[2].outputs["best"]
     assert "sglang" in best["step_source"]

@@ -67,7 +67,7 @@ def test_exact_formula():
 
 
 def test_ids_resolve_weights_kv_hardware_and_link_with_sources():
-    _, _, res = run("parallel-split", {"model": "qwen3-8b", "hardware": "gpu", "interconnect": "fast",
+    _, _, res = run("parallel-split", {"model": "qwen3-8b", "hardware": "gpu", "link": "fast",
                                         "context_tokens": 8192, "tp": [1, 2, 4, 8]}, store)
     o = res.outputs
     assert o["weight_bytes"] == 16.4e9 and o["kv_bytes"] == KV_8K and o["message_bytes"] == 8192
@@ -189,7 +189,7 @@ def test_what_if_slower_link_moves_the_choice_from_tp8_to_tp4():
     assert slow["best"]["tp"] == 4 and "moves from TP=8 to TP=4" in slow["moved"]
     assert same["best"]["tp"] == 8 and "stays" in same["moved"]
     with pytest.raises(CalcInputError) as e:
-        calc({**TEACH, **FAST, "what_if": [{"interconnect": "nope"}]}, store)
+        calc({**TEACH, **FAST, "what_if": [{"link": "nope"}]}, store)
     assert e.value.loc[:2] == ("what_if", 0)
 
 
@@ -204,10 +204,10 @@ def test_what_if_nulls_are_ignored_and_bad_variants_are_422():
     assert o["what_if"][0]["best"]["tp"] == 4
     # an empty link id is refused by the request model (ids are non-empty), at the variant's field
     with pytest.raises(ValidationError) as ve:
-        calc({**TEACH, **FAST, "what_if": [{"interconnect": ""}]}, store)
-    assert ve.value.errors()[0]["loc"][:3] == ("what_if", 0, "interconnect")
+        calc({**TEACH, **FAST, "what_if": [{"link": ""}]}, store)
+    assert ve.value.errors()[0]["loc"][:3] == ("what_if", 0, "link")
     with pytest.raises(CalcInputError) as e:
-        calc({**TEACH, **FAST, "what_if": [{"interconnect": "no-such-link"}]}, store)
+        calc({**TEACH, **FAST, "what_if": [{"link": "no-such-link"}]}, store)
     assert e.value.loc[:2] == ("what_if", 0)
 
 
@@ -272,23 +272,23 @@ def test_weight_format_fp8_halves_the_weights_and_shortens_the_step(lookup):
     assert e.value.loc == ("weight_format",)
 
 
-def test_the_interconnect_defaults_to_the_hardware_scale_up_link_and_says_so(lookup):
+def test_the_link_defaults_to_the_hardware_scale_up_link_and_says_so(lookup):
     _, _, res = run("parallel-split", {**L70, "tp": [1, 4], "estimate": "bound"}, lookup)
     link = lookup("hardware", "h100-sxm")["links"][0]          # the record's first listed link
-    assert res.outputs["interconnect"] == link and res.inputs["interconnect"] == link
-    assert any(a.startswith(f"interconnect not given: using {link} (the scale-up link of h100-sxm, source") for a in res.assumptions)
-    named = calc({**L70, "tp": [1, 4], "estimate": "bound", "interconnect": link}, lookup)
+    assert res.outputs["link"] == link and res.inputs["link"] == link
+    assert any(a.startswith(f"link not given: using {link} (the scale-up link of h100-sxm, source") for a in res.assumptions)
+    named = calc({**L70, "tp": [1, 4], "estimate": "bound", "link": link}, lookup)
     assert named["step_time_s"] == res.outputs["step_time_s"]
     # a single device needs no link: nothing is defaulted
     _, _, one = run("parallel-split", {**L70, "tp": 1, "estimate": "bound"}, lookup)
-    assert one.outputs["interconnect"] is None and not any("interconnect not given" in a for a in one.assumptions)
+    assert one.outputs["link"] is None and not any("link not given" in a for a in one.assumptions)
 
 
-def test_a_hardware_without_a_scale_up_link_and_no_interconnect_is_a_422_naming_interconnect():
+def test_a_hardware_without_a_scale_up_link_and_no_link_is_a_422_naming_link():
     with pytest.raises(CalcInputError) as e:
         calc({"model": "qwen3-8b", "hardware": "gpu", "tp": [1, 2], "context_tokens": 1024}, store)
-    assert e.value.loc == ("interconnect",)
-    calc({"model": "qwen3-8b", "hardware": "gpu", "tp": [1, 2], "context_tokens": 1024, "interconnect": "fast"}, store)
+    assert e.value.loc == ("link",)
+    calc({"model": "qwen3-8b", "hardware": "gpu", "tp": [1, 2], "context_tokens": 1024, "link": "fast"}, store)
 
 
 # parallel-split's step time against roofline, serving-cost, tp-overhead, speculative and the planner: test_step_agreement.py

@@ -31,7 +31,7 @@ def _plan(d, lookup, estimate):
     """The planner's candidate at the deployment's split and batch; its decode step is taken at the mean context
     input + output // 2, so input = context − 1 and output = 2 put it at the deployment's context."""
     body = {"model": d["model"], "hardware": [d["hardware"]], "tp": [d["tp"]], "batch": [d["batch"]],
-            "ep": [d.get("ep", 1)], "requests_per_s": 1, "input_tokens": d["context"] - 1, "output_tokens": 2,
+            "ep": [d.get("ep", 1)], "arrival_rate_per_s": 1, "input_tokens": d["context"] - 1, "output_tokens": 2,
             "ttft_s": 60, "tpot_s": 1, "mode": "aggregated", "estimate": estimate}
     rows = [c for c in _out("deployment-plan", body, lookup)["candidates"]
             if (c["tp"], c["ep"], c["pp"], c["batch"]) == (d["tp"], d.get("ep", 1), 1, d["batch"])
@@ -83,7 +83,7 @@ def dense(lookup):
         "bound": roof["time_s"] + comm,
         "measured": roof["measured_time_s"] - roof["measured_parts_s"].get("allreduce", 0.0) + comm,
     }
-    split = _out("parallel-split", {"model": d["model"], "hardware": d["hardware"], "interconnect": "nvlink4",
+    split = _out("parallel-split", {"model": d["model"], "hardware": d["hardware"], "link": "nvlink4",
                                     "tp": [d["tp"]], "batch": d["batch"], "context_tokens": d["context"]}, lookup)
     cand = next(c for c in split["candidates"] if c["tp"] == d["tp"])
     answers["parallel-split"] = {"bound": cand["step_time_s"], "measured": cand["measured_step_time_s"]}

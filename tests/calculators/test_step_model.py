@@ -53,7 +53,7 @@ def test_every_store_model_has_a_layout_and_is_planned(lookup):
     for model in ids:
         lay = layout_of(lookup("model", model))
         assert lay.mixer_layers >= 1 and lay.ffn_layers >= 1, model
-        out = compute("deployment-plan", {"model": model, "requests_per_s": 1, "input_tokens": 1000, "output_tokens": 200,
+        out = compute("deployment-plan", {"model": model, "arrival_rate_per_s": 1, "input_tokens": 1000, "output_tokens": 200,
                                           "ttft_s": 10, "tpot_s": 0.2, "hardware": ["h100-sxm"], "tp": [1, 8],
                                           "batch": [1, 16], "estimate": "bound", "mode": "aggregated"}, lookup)[2].outputs
         assert out["configurations_evaluated"] > 0, model

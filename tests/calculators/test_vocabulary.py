@@ -4,11 +4,13 @@ so the OpenAPI document does not offer it."""
 from __future__ import annotations
 
 import typing
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 from calculators.framework.registry import REGISTRY
+from calculators.framework import CalcRequest
 from calculators.framework.runner import RunError, solve
 from calculators.framework.vocabulary import KEPT, SYNONYMS, VOCABULARY
 from tests.calculators.plain import compute as run
@@ -48,15 +50,72 @@ def test_the_tables_are_consistent():
                 assert new in model.model_fields and old not in model.model_fields, (model.__name__, old)
 
 
-# The calculators owned elsewhere still carry some old names; the vocabulary lists the new ones as canonical and this
-# test fails until they land (parallel-split: flop_per_s, hbm_bandwidth_bytes_per_s, memory_bytes).
+def _synonym_fields(name: str, model: type[BaseModel]) -> list[str]:
+    """The fields of a request model (nested ones too) spelt like a synonym that KEPT does not explain."""
+    return [f"{path} (write `{SYNONYMS[public]}`)" for path, public, _ in _fields(model)
+            if public in SYNONYMS and (name, path) not in KEPT]
+
+
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_no_request_field_is_a_synonym(name):
     """One concept, one name: a field spelt like a synonym is a second name for a canonical concept (unless KEPT
     says why it means something else there)."""
-    bad = [f"{path} (write `{SYNONYMS[public]}`)" for path, public, _ in _fields(REGISTRY[name].request_model)
-           if public in SYNONYMS and (name, path) not in KEPT]
+    bad = _synonym_fields(name, REGISTRY[name].request_model)
     assert not bad, f"{name}: " + "; ".join(bad)
+
+
+def test_the_synonym_check_catches_the_old_planner_and_split_names():
+    """Reintroducing `interconnect` (now `link`) or `requests_per_s` (now `arrival_rate_per_s`) as a field, at the top
+    or inside a nested request, fails the check above."""
+    class Variant(CalcRequest):
+        interconnect: str | None = None
+
+    class Old(CalcRequest):
+        requests_per_s: float = 1.0
+        what_if: list[Variant] = []
+
+    assert SYNONYMS["interconnect"] == "link" and SYNONYMS["requests_per_s"] == "arrival_rate_per_s"
+    assert _synonym_fields("parallel-split", Old) == ["requests_per_s (write `arrival_rate_per_s`)",
+                                                      "what_if.interconnect (write `link`)"]
+    for name in ("parallel-split", "deployment-plan"):
+        fields = {path for path, _, _ in _fields(REGISTRY[name].request_model)}
+        assert "link" in fields and "interconnect" not in fields and "what_if.interconnect" not in fields
+    assert "arrival_rate_per_s" in REGISTRY["deployment-plan"].request_model.model_fields
+
+
+def test_the_contributing_table_is_the_vocabulary():
+    """calculators/CONTRIBUTING.md shows VOCABULARY and SYNONYMS as a table: row for row, the same."""
+    text = (Path(__file__).parents[2] / "calculators" / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    table = text.split("| field | means | old or other spellings (still read, with a note) |\n|---|---|---|\n", 1)[1]
+    rows = table.split("\n\n", 1)[0].splitlines()
+    want = [f"| `{k}` | {v} | {', '.join(f'`{o}`' for o, n in SYNONYMS.items() if n == k)} |" for k, v in VOCABULARY.items()]
+    assert rows == want
+
+
+PLAN = {"model": "qwen3-8b", "hardware": ["h100-sxm"], "tp": [1, 2], "batch": [8], "mode": "aggregated",
+        "estimate": "bound", "input_tokens": 1000, "output_tokens": 100, "ttft_s": 2, "tpot_s": 0.05}
+
+
+def test_the_planner_reads_requests_per_s_and_interconnect_as_its_old_names(lookup):
+    _, _, now = run("deployment-plan", {**PLAN, "arrival_rate_per_s": 3, "link": {"h100-sxm": "nvlink4"}}, lookup)
+    _, _, then = run("deployment-plan", {**PLAN, "requests_per_s": 3, "interconnect": {"h100-sxm": "nvlink4"}}, lookup)
+    assert then.outputs == now.outputs and then.headline == now.headline
+    notes = {a.split(":")[0] for a in then.assumptions}
+    assert {"`requests_per_s` is now `arrival_rate_per_s`", "`interconnect` is now `link`"} <= notes
+    assert not any("is now" in a for a in now.assumptions)
+    for old, new, v in (("requests_per_s", "arrival_rate_per_s", 3), ("interconnect", "link", {"h100-sxm": "nvlink4"})):
+        with pytest.raises(RunError) as e:
+            solve("deployment-plan", {**PLAN, "arrival_rate_per_s": 3, new: v, old: v}, lookup)
+        assert e.value.status == 422 and e.value.errors[0].field == old and f"give only `{new}`" in e.value.errors[0].message
+
+
+def test_parallel_split_reads_interconnect_in_a_variant_too(lookup):
+    body = {"model": "qwen3-8b", "hardware": "h100-sxm", "tp": [1, 2], "context_tokens": 1024, "estimate": "bound"}
+    _, _, now = run("parallel-split", {**body, "link": "nvlink4", "what_if": [{"label": "PCIe", "link": "pcie4-x16"}]}, lookup)
+    _, _, then = run("parallel-split", {**body, "interconnect": "nvlink4",
+                                        "what_if": [{"label": "PCIe", "interconnect": "pcie4-x16"}]}, lookup)
+    assert then.outputs == now.outputs and now.outputs["link"] == "nvlink4"
+    assert any(a.startswith("`interconnect` is now `link`") for a in then.assumptions)
 
 
 def _renamed_bodies():

@@ -100,7 +100,7 @@ def test_no_write_methods(client):
 
 
 @pytest.mark.parametrize("calculator, body, field", [
-    ("deployment-plan", {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500,
+    ("deployment-plan", {"model": "llama-3.1-70b", "arrival_rate_per_s": 10, "input_tokens": 2000, "output_tokens": 500,
                          "ttft_s": 2, "tpot_s": 0.05, "price_per_device_hour_usd": {"h100-sxm": True}},
      "price_per_device_hour_usd.h100-sxm"),
     ("kv-cache", {"architecture": {"layer_groups": [{"count": True, "streams": []}]}, "tokens": 8},

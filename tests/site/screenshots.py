@@ -32,7 +32,7 @@ PAGES: list[tuple[str, str, dict]] = [
         "model": "qwen3-8b", "context_tokens": 32768, "batch": 8, "memory_bandwidth_bytes_per_s": 3.35e12,
         "memory_per_device_bytes": 40e9, "link_alpha_s": 2e-6, "link_bandwidth_bytes_per_s": 450e9, "tp": [1, 2, 4, 8],
         "what_if": [{"label": "PCIe Gen5 link (64 GB/s)", "link_bandwidth_bytes_per_s": 64e9, "link_alpha_s": 8e-6}]}),
-    ("deployment-plan", "deployment-plan", {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000,
+    ("deployment-plan", "deployment-plan", {"model": "llama-3.1-70b", "arrival_rate_per_s": 10, "input_tokens": 2000,
                                             "output_tokens": 500, "ttft_s": 2, "tpot_s": 0.05}),
     ("routing-cost", "routing-cost", None),
     ("kv-cache-example", "kv-cache", None),

@@ -281,7 +281,7 @@ def test_planner_page_fits_desktop_and_phone_widths(browser, server):
     (the SVG geometry tests in test_planner_chart.py estimate text widths; this measures them)."""
     from api.urls import urls
 
-    body = {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2, "tpot_s": 0.05}
+    body = {"model": "llama-3.1-70b", "arrival_rate_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2, "tpot_s": 0.05}
     url = server + urls.calculator("deployment-plan", body)
     for width, height in ((1280, 800), (390, 844)):
         ctx = browser.new_context(java_script_enabled=False, viewport={"width": width, "height": height})

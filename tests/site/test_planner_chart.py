@@ -98,8 +98,8 @@ def check(g: dict) -> None:
 
 PLANS = [
     dict(REGISTRY[NAME].example),
-    {"model": "llama-3.1-70b", "requests_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2, "tpot_s": 0.05},
-    {"model": "qwen3-8b", "hardware": ["h100-sxm"], "requests_per_s": 2, "input_tokens": 1000, "output_tokens": 200,
+    {"model": "llama-3.1-70b", "arrival_rate_per_s": 10, "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2, "tpot_s": 0.05},
+    {"model": "qwen3-8b", "hardware": ["h100-sxm"], "arrival_rate_per_s": 2, "input_tokens": 1000, "output_tokens": 200,
      "ttft_s": 1, "tpot_s": 0.02},
 ]
 

@@ -93,16 +93,16 @@ def candidates_of(req, lay) -> tuple[list[int], list[dict]]:
 
 def tp_link(req, hw, res: Result, need: bool) -> str | None:
     """The TP link id: the request's, else (when a link is needed and its bandwidth not given) the hardware's
-    scale-up link, said so; a hardware that lists none is a 422 naming `interconnect`."""
-    if req.interconnect is not None or not need or req.link_bandwidth_bytes_per_s is not None or hw is None:
-        return req.interconnect
+    scale-up link, said so; a hardware that lists none is a 422 naming `link`."""
+    if req.link is not None or not need or req.link_bandwidth_bytes_per_s is not None or hw is None:
+        return req.link
     link = hw.scale_up_link
     if link is None:
-        raise CalcInputError("interconnect", f"{hw.id} lists no scale-up link: give interconnect (a link id, e.g. nvlink4) "
-                                             "or link_bandwidth_bytes_per_s")
-    res.inputs["interconnect"] = link
-    res.assume(f"interconnect not given: using {link} (the scale-up link of {hw.id}, source: the first of the links its "
-               f"hardware record lists, {', '.join(hw.links)}); pass interconnect to choose another.")
+        raise CalcInputError("link", f"{hw.id} lists no scale-up link: give link (a link id, e.g. nvlink4) "
+                                     "or link_bandwidth_bytes_per_s")
+    res.inputs["link"] = link
+    res.assume(f"link not given: using {link} (the scale-up link of {hw.id}, source: the first of the links its "
+               f"hardware record lists, {', '.join(hw.links)}); pass link to choose another.")
     return link
 
 

@@ -84,8 +84,8 @@ class ParallelSplitOutputs(Outputs):
     step_model: StepModel = Field(description="layers: the layer-by-layer step model of the model's layout; first_pass: the "
                                               "book's T(p) = (W+KV)/(p·B_hbm) + all-reduces.")
     weight_format: str | None = Field(description="Weight format the weights are counted in (null with explicit weight bytes).")
-    interconnect: str | None = Field(description="Link id of the TP group (given, or the hardware's scale-up link); null with "
-                                                 "explicit link numbers only.")
+    link: str | None = Field(description="Link id of the TP group (given, or the hardware's scale-up link); null with "
+                                         "explicit link numbers only.")
     candidates: list[SplitCandidateOut]
     best: SplitCandidateOut | None = Field(description="Fastest candidate that fits (ties: the smaller tp).")
     why: str = Field(description="Why the best candidate is chosen.")

@@ -234,7 +234,7 @@ def link_fits(lookup: Lookup, hw, link_id: str | None):
     bw = None
     if not fits:
         try:
-            bw = record(lookup, "link", lid, "interconnect").value("one_way_bytes_per_s", required=False)
+            bw = record(lookup, "link", lid, "link").value("one_way_bytes_per_s", required=False)
         except CalcInputError:
             bw = None
     return fits, lid, bw

@@ -15,7 +15,7 @@ NumPy pass per hardware over one stacked step-model operation list:
    drafting tokens (`mtp`, off by default);
 4. queueing — prefill requests at a replica wait as in M/D/1 (the book's queueing cases); the 90th
    percentile TTFT uses the M/M/1 tail as a conservative stand-in; prefill steals time from decode;
-5. replicas for `requests_per_s`, devices, $/hour and $ per million output tokens.
+5. replicas for `arrival_rate_per_s`, devices, $/hour and $ per million output tokens.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ Degree = Annotated[int, Field(ge=1, le=1024)]
 
 
 class DeploymentPlanRequest(CalcRequest):
-    """Serve `model` for `requests_per_s` requests of `input_tokens` → `output_tokens` within the SLOs, cheapest."""
+    """Serve `model` for `arrival_rate_per_s` requests of `input_tokens` → `output_tokens` within the SLOs, cheapest."""
 
     model: str | None = Field(None, min_length=1, max_length=100, description="Model id in the store.", examples=["llama-3.1-70b"])
     hf_config: dict | None = MODEL_CONFIG_FIELD
@@ -64,9 +64,10 @@ class DeploymentPlanRequest(CalcRequest):
     hardware: list[Annotated[str, Field(min_length=1, max_length=100)]] = Field(
         default_factory=lambda: list(DEFAULT_HARDWARE), min_length=1, max_length=12,
         description="Hardware ids to consider (default: H100, H200, B200, A100 80GB SXM, MI300X).", examples=[["h100-sxm", "h200-sxm"]])
-    interconnect: dict[str, Annotated[str, Field(max_length=100)]] | None = Field(
-        None, description="Link id of the TP group per hardware id (default: the hardware's first listed link).")
-    requests_per_s: PosFloat = Field(description="Mean arrival rate of requests, per second.", examples=[10])
+    link: dict[str, Annotated[str, Field(max_length=100)]] | None = Field(
+        None, description="Link id of the TP group per hardware id (default: the hardware's first listed link).",
+        examples=[{"h100-sxm": "nvlink4"}])
+    arrival_rate_per_s: PosFloat = Field(description="Mean arrival rate of requests, per second.", examples=[10])
     input_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = Field(description="Mean prompt tokens per request.", examples=[2000])
     output_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = Field(description="Mean generated tokens per request.", examples=[500])
     prefix_hit_rate: Fraction = Field(0.0, description="Fraction of prompt tokens served from a prefix cache (skipped in prefill).")
@@ -127,7 +128,7 @@ def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_li
         raise CalcInputError("hardware", f"{hw_id} has no sourced per-device memory or bandwidth")
     usable = float(usable_memory_bytes(hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
     price, price_note = _price(req, lookup, hw_id, res)
-    fits_link, link_id, link_bw = link_fits(lookup, hw, (req.interconnect or {}).get(hw_id))
+    fits_link, link_id, link_bw = link_fits(lookup, hw, (req.link or {}).get(hw_id))
     rates = rates_from_spec(hw)
     system = None
     sys_name = measured_system_of(lookup, hw_id) if req.estimate != "bound" else None
@@ -233,7 +234,7 @@ def _grid(req, lay, tab) -> dict:
 
 
 def _aggregated(req, hw_id, price, a: dict, const: dict) -> list[dict]:
-    lam = req.requests_per_s
+    lam = req.arrival_rate_per_s
     T, Q, B, tpot, t_p, valid, fits = a["T"], a["Q"], a["B"], a["tpot"], a["t_p"], a["valid"], a["fits"]
     slots = B * Q
     rho_ttft = max_load_for_ttft(t_p, req.ttft_s, req.max_load)
@@ -272,7 +273,7 @@ def _aggregated(req, hw_id, price, a: dict, const: dict) -> list[dict]:
 
 def _disaggregated(req, hw, price, fits_link, link_bw, a: dict, const: dict, kv_request: float) -> list[dict]:
     """Separate prefill and decode pools of the same hardware (pp = 1), KV shipped between them over the link."""
-    lam = req.requests_per_s
+    lam = req.arrival_rate_per_s
     sel = a["Q"] == 1
     T, E, D, B, valid, fits, reasons, mem_dev, w_dev, kv_dev, step, tpot, t_p = (
         a[k][sel] for k in ("T", "E", "D", "B", "valid", "fits", "reasons", "mem", "w", "kv", "step", "tpot", "t_p"))
@@ -474,7 +475,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     if best:
         extra = f", {best['ratio']}" if best["mode"] == "disaggregated" and best.get("ratio") else ""
         split = f"TP {best['tp']}" + (f", EP {best['ep']}" if best["ep"] > 1 else "") + (", DP attention" if best["dp_attention"] else "")
-        headline = (f"Serve {name} at {num(req.requests_per_s)} req/s on {best['total_devices']} × {best['hardware']} "
+        headline = (f"Serve {name} at {num(req.arrival_rate_per_s)} req/s on {best['total_devices']} × {best['hardware']} "
                     f"({best['mode']}, {split}, PP {best['pp']}, batch {best['batch']}, {H.plural(best['replicas'], 'replica')}{extra}) "
                     f"for {H.fmt_usd(best['cost_per_mtok_usd'])} per million output tokens "
                     f"({H.fmt_usd(best['cost_per_hour_usd'])}/h; TTFT p90 {H.fmt_seconds(best['ttft_s'])}, "
@@ -491,10 +492,10 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
                  best["replicas"], "replicas")
         res.step("cost per 1M output tokens", "devices × $/h ÷ (req/s × output tokens × 3600) × 1e6",
                  f"{best['total_devices']} × ${num(best['cost_per_hour_usd'] / best['total_devices'], 4)} ÷ "
-                 f"({num(req.requests_per_s)} × {req.output_tokens} × 3600) × 1e6", best["cost_per_mtok_usd"], "USD")
+                 f"({num(req.arrival_rate_per_s)} × {req.output_tokens} × 3600) × 1e6", best["cost_per_mtok_usd"], "USD")
     else:
         why = _nothing_meets(plans, req)
-        headline = f"No configuration serves {name} at {num(req.requests_per_s)} req/s within the SLOs: {why}"
+        headline = f"No configuration serves {name} at {num(req.arrival_rate_per_s)} req/s within the SLOs: {why}"
     headline = H.sentence(headline)
     res.headline = headline
     res.assume(
@@ -542,7 +543,7 @@ CALCULATORS = [Calculator(
             "aggregated or disaggregated, with TTFT, TPOT and $ per million tokens, every candidate shown.",
     description=__doc__.split("\n\n", 1)[1].strip(),
     request_model=DeploymentPlanRequest, outputs_model=DeploymentPlanOutputs, compute=compute,
-    example={"model": "llama-3.1-70b", "hardware": ["h100-sxm", "h200-sxm", "b200-sxm"], "requests_per_s": 10,
+    example={"model": "llama-3.1-70b", "hardware": ["h100-sxm", "h200-sxm", "b200-sxm"], "arrival_rate_per_s": 10,
              "input_tokens": 2000, "output_tokens": 500, "ttft_s": 2.0, "tpot_s": 0.05},
     cases=("model-parallelism", "model-resource-accounting", "memory-bandwidth-and-concurrency", "workload-and-provisioning",
            "single-agent-serving-cost", "pd-af-heterogeneous", "profile-and-plan-ranking"),

@@ -44,8 +44,8 @@ class ParallelSplitRequest(CalcRequest):
     hf_config: dict | None = MODEL_CONFIG_FIELD
     estimate: Estimate | None = ESTIMATE_FIELD
     hardware: str | None = Field(None, min_length=1, max_length=100, description="Hardware id: memory, bandwidth, peak rates and its scale-up link.", examples=["h100-sxm"])
-    interconnect: str | None = Field(None, min_length=1, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency. "
-                                     "Default: the hardware's scale-up link (the first link its record lists).", examples=["nvlink4"])
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link id between the TP ranks: one-way bandwidth and latency. "
+                             "Default: the hardware's scale-up link (the first link its record lists).", examples=["nvlink4"])
     devices: Annotated[int, Field(ge=1, le=MAX_DEVICES)] | None = Field(None, description="Devices in total N: every TP degree t dividing N/pp "
                                                                           "(that the model's heads allow) runs N/(t·pp) replicas, ranked by output tokens/s per device.", examples=[8])
     step_model: Literal["layers", "first_pass"] | None = Field(None, description="layers: the step model of the model's layer layout "
@@ -92,10 +92,10 @@ class ParallelSplitRequest(CalcRequest):
 
 
 class SplitWhatIf(CalcRequest):
-    """A partial request: the fields given replace the base request's (e.g. a slower interconnect)."""
+    """A partial request: the fields given replace the base request's (e.g. a slower link)."""
 
     label: str | None = Field(None, max_length=200, description="Name shown for this variant.")
-    interconnect: str | None = Field(None, min_length=1, max_length=100)
+    link: str | None = Field(None, min_length=1, max_length=100)
     link_alpha_s: NonNegFloat | None = None
     link_bandwidth_bytes_per_s: PosFloat | None = None
     hardware: str | None = Field(None, min_length=1, max_length=100)
@@ -171,16 +171,16 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
     need_link = any(t > 1 for t in tp_list) or (req.pp > 1 and req.pp_link is None and req.pp_link_bandwidth_bytes_per_s is None)
     link_id = tp_link(req, hw, res, need_link)
     alpha, B_link = resolve_link(lookup, res, link_id, req.link_alpha_s, req.link_bandwidth_bytes_per_s,
-                                 loc="interconnect", alpha_loc="link_alpha_s", need_alpha=False,
+                                 loc="link", alpha_loc="link_alpha_s", need_alpha=False,
                                  gpus=np.asarray(tp_list), hardware=req.hardware)
     if B_link is None and any(t > 1 for t in tp_list):
-        raise CalcInputError("link_bandwidth_bytes_per_s", "give link_bandwidth_bytes_per_s or an interconnect id")
+        raise CalcInputError("link_bandwidth_bytes_per_s", "give link_bandwidth_bytes_per_s or a link id")
     if alpha is None:
         alpha = 0.0
         if any(t > 1 for t in tp_list) and not link_id:
-            res.inputs["latency_s"] = {"value": 0.0, "basis": "ASSUMED: no link_alpha_s and no interconnect"}
-            res.assume("α NOT GIVEN: no link_alpha_s and no interconnect id, so α = 0 s — communication time is "
-                       "a lower bound. Give `link_alpha_s` or an `interconnect` id.")
+            res.inputs["latency_s"] = {"value": 0.0, "basis": "ASSUMED: no link_alpha_s and no link"}
+            res.assume("α NOT GIVEN: no link_alpha_s and no link id, so α = 0 s — communication time is "
+                       "a lower bound. Give `link_alpha_s` or a `link` id.")
     own_link = own_link_of(lookup, req.hardware, link_id) and req.link_alpha_s is None and req.link_bandwidth_bytes_per_s is None
 
     # ---- the model of the step
@@ -263,7 +263,7 @@ def compute(req: ParallelSplitRequest, lookup: Lookup) -> Result:
         return out(a[0]) if scalar else out(a)
 
     res.outputs = {
-        "step_model": mode, "weight_format": wlabel, "interconnect": link_id,
+        "step_model": mode, "weight_format": wlabel, "link": link_id,
         "candidates": candidates,
         "best": dict(candidates[best_i]) if best_i is not None else None,
         "why": why,
@@ -426,7 +426,7 @@ def _what_ifs(req: ParallelSplitRequest, lookup: Lookup, res: Result, tp_list, b
     for i, w in enumerate(req.what_if):
         patch = w.model_dump(exclude_unset=True, exclude_none=True, exclude={"label"})
         merged = dict(base)
-        if "interconnect" in patch:  # a new link replaces explicit link numbers the variant does not restate
+        if "link" in patch:  # a new link replaces explicit link numbers the variant does not restate
             for k in LINK_FIELDS:
                 merged.pop(k, None)
         if "hardware" in patch:
@@ -483,7 +483,7 @@ CALCULATORS = [
                  "link_bandwidth_bytes_per_s": 25e9, "tp": [1, 2, 4, 8]},
         extra_examples=({"model": "qwen3-8b", "context_tokens": 8192, "memory_bandwidth_bytes_per_s": 2e12,
                          "link_alpha_s": 1e-6, "link_bandwidth_bytes_per_s": 200e9, "tp": [1, 2, 4, 8]},
-                        {"model": "llama-3.1-70b", "hardware": "h100-sxm", "interconnect": "nvlink4", "context_tokens": 8192,
+                        {"model": "llama-3.1-70b", "hardware": "h100-sxm", "link": "nvlink4", "context_tokens": 8192,
                          "batch": 8, "tp": [1, 2, 4, 8], "pp": 2, "microbatches": 4,
                          "what_if": [{"label": "PCIe-class link", "link_alpha_s": 1e-5, "link_bandwidth_bytes_per_s": 25e9}]},
                         {"model": "llama-3.1-70b", "hardware": "h100-sxm", "devices": 8, "context_tokens": 2048,
