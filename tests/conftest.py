@@ -15,6 +15,21 @@ settings.load_profile("casebook")
 from knowledge.loader import catalog_lookup, default_catalog
 
 
+def pytest_configure(config):
+    """Draw the schema fuzzer's seed once per run (tests/hardening/test_fuzz.py), before xdist starts its
+    workers, so they all read the same one from the environment; `CASEBOOK_FUZZ_SEED` replays a run."""
+    import os
+    import random
+
+    os.environ.setdefault("CASEBOOK_FUZZ_SEED", str(random.SystemRandom().randrange(2**32)))
+
+
+def pytest_report_header(config):
+    import os
+
+    return f"schema fuzz seed: CASEBOOK_FUZZ_SEED={os.environ.get('CASEBOOK_FUZZ_SEED')}"
+
+
 @pytest.fixture(scope="session")
 def catalog():
     return default_catalog()
