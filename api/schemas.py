@@ -36,6 +36,7 @@ Derivation = R.Derivation
 Case = R.Case
 Glossary = R.Glossary
 Claim = R.Claim
+Benchmark = R.Benchmark
 
 
 class CaseRef(BaseModel):
@@ -177,6 +178,8 @@ class Health(BaseModel):
     version: str
     content_hash: str
     built_at: Optional[str] = None
+    store_stale_reason: Optional[str] = Field(None, description="Why the store served is older than the data files "
+                                              "(they do not build); null when it is current.")
     counts: dict[str, int]
 
 

@@ -48,6 +48,9 @@ def default_db() -> Path:
 DEFAULT_DB = default_db()
 #: part of the content hash: a store written by a builder with another layout is stale (2: meta `store_schema`)
 SCHEMA_VERSION = "2"
+#: the benchmark points' store order: grouped by model and hardware, then the configuration and the load
+BENCHMARK_ORDER = ("model_hf", "hardware_name", "framework", "devices", "input_tokens", "output_tokens", "concurrency",
+                   "requests_per_s_offered", "id")
 #: file suffixes that make up the store's content (besides NOTICE files)
 HASHED = {".yaml", ".yml", ".sql", ".parquet"}
 
@@ -255,7 +258,8 @@ def store_schema() -> dict:
     kinds = {}
     for kind, table in T.TABLES.items():
         key = KEY.get(kind, "id")
-        order = {"case": ["section_order", "slug"], "derivation": ["case_slug", "id"]}.get(kind, [key])
+        order = {"case": ["section_order", "slug"], "derivation": ["case_slug", "id"],
+                 "benchmark": list(BENCHMARK_ORDER)}.get(kind, [key])
         kinds[kind] = {"table": table.__tablename__, "key": key, "order": order,
                        "columns": [c for c in table.model_fields if c != "doc"]}
     return {"kinds": kinds, "tables": [t.__tablename__ for t in T.ALL_TABLES]}
@@ -335,6 +339,39 @@ def ensure_built(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> bool:
         print(f"rebuilding {db}: {reason}", file=sys.stderr)
     build(db, data_dir)
     return True
+
+
+#: how `casebook serve` tells its workers why it serves an older store than the data files (see ensure_servable)
+STALE_REASON_ENV = "CASEBOOK_STORE_STALE_REASON"
+
+
+def stale_reason(exc: BuildError | OSError) -> str:
+    """Why an older store is served, in one line: the build's first problems (and how many more) or the error."""
+    if isinstance(exc, BuildError):
+        shown = "; ".join(str(p) for p in exc.problems[:3])
+        more = f" (and {len(exc.problems) - 3} more)" if len(exc.problems) > 3 else ""
+        return f"the data files do not build ({len(exc.problems)} problem(s): {shown}{more}): serving the store " \
+               "built from earlier data files"
+    return f"the store could not be rebuilt ({exc}): serving the one built from earlier data files"
+
+
+def ensure_servable(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> str | None:
+    """Build the store when missing, stale, truncated or corrupted, like `ensure_built`; but when the data files do
+    not build (or the new store cannot be written) and the store there is sound, only built from older data files,
+    keep it: returns why it is served stale (None when it is current). Raises BuildError (or OSError) when there is
+    no sound store to fall back on."""
+    reason = store_problem(db, data_dir)
+    if reason is None:
+        return None
+    if db.exists():
+        print(f"rebuilding {db}: {reason}", file=sys.stderr)
+    try:
+        build(db, data_dir)
+    except (BuildError, OSError) as exc:
+        if not reason.startswith("stale:"):
+            raise                       # missing or damaged: nothing sound to serve instead
+        return stale_reason(exc)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,6 +80,7 @@ FILES = {
     "glossary": "glossary.yaml",
     "claim": "claims.yaml",
     "derivation": "derivations/*.yaml",
+    "benchmark": "benchmarks/*.yaml",
 }
 
 #: other data files the build reads (the measured tables' manifest and system map): not records, but the

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import queue
+import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,7 +36,8 @@ from knowledge.loader import gpu_prices
 from knowledge.measurements import TABLES as MEASURED_TABLES
 from knowledge.measurements import Measurements
 
-KINDS = ("source", "hardware", "link", "model", "framework", "price", "case", "derivation", "glossary", "claim")
+KINDS = ("source", "hardware", "link", "model", "framework", "price", "case", "derivation", "glossary", "claim",
+         "benchmark")
 KEY = {"case": "slug"}
 #: meta key under which `casebook build` describes the tables (see `store_schema`)
 SCHEMA_META_KEY = "store_schema"
@@ -46,6 +48,27 @@ _CHUNK_BYTES = 1 << 20
 
 class StoreInvalid(Exception):
     """A store file that must not be served (missing, unreadable, truncated or corrupted), with the reason."""
+
+    def __init__(self, path: Path, reason: str):
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+class StoreCopyFailed(Exception):
+    """The private copy of a store could not be written into `directory` (disk full, no such directory…): the
+    original was read without fault and is not to blame, so this is no reason to rebuild it."""
+
+    def __init__(self, directory: Path, error: OSError):
+        self.directory = Path(directory)
+        self.error = error
+        self.reason = f"cannot write the private copy into {directory}: {error.strerror or error}"
+        super().__init__(self.reason)
+
+
+class StoreUnavailable(Exception):
+    """An open store that can no longer be read (its file damaged or changed under the server, or DuckDB gave
+    up on it), with the reason: the service cannot answer from it until it is restarted on a sound store."""
 
     def __init__(self, path: Path, reason: str):
         self.path = Path(path)
@@ -146,21 +169,41 @@ def verify_store(path: Path, digest: str | None = None, accepted: set[str] | Non
 def snapshot_store(db: Path, directory: Path) -> StoreCheck:
     """Copy `db` into `directory` (private to one server), verify the copy and make it read-only; the copy is
     named by its content hash. Reading the original through one open file means a build that replaces it
-    meanwhile yields either the whole old or the whole new file, never a mix. Raises StoreInvalid."""
+    meanwhile yields either the whole old or the whole new file, never a mix. Raises StoreInvalid when the
+    original cannot be read or served, StoreCopyFailed when the copy cannot be written (a full disk is not a
+    damaged store)."""
     db, directory = Path(db), Path(directory)
     incoming = directory / "incoming.duckdb"
     accepted = recorded_checksums(db)          # read before and after the copy: see recorded_checksums
     h = hashlib.sha256()
     try:
-        with open(db, "rb") as src, open(incoming, "wb") as dst:
-            while chunk := src.read(_CHUNK_BYTES):
-                h.update(chunk)
-                dst.write(chunk)
+        src = open(db, "rb")
     except FileNotFoundError as exc:
         raise StoreInvalid(db, "the store file does not exist") from exc
     except OSError as exc:
-        incoming.unlink(missing_ok=True)
         raise StoreInvalid(db, f"cannot be read: {exc}") from exc
+    try:
+        with src:
+            try:
+                dst = open(incoming, "wb")
+            except OSError as exc:
+                raise StoreCopyFailed(directory, exc) from exc
+            try:
+                with dst:
+                    while True:
+                        try:
+                            chunk = src.read(_CHUNK_BYTES)
+                        except OSError as exc:
+                            raise StoreInvalid(db, f"cannot be read: {exc}") from exc
+                        if not chunk:
+                            break
+                        h.update(chunk)
+                        dst.write(chunk)
+            except OSError as exc:             # a write, or the flush when the copy is closed
+                raise StoreCopyFailed(directory, exc) from exc
+    except BaseException:
+        incoming.unlink(missing_ok=True)
+        raise
     accepted |= recorded_checksums(db)
     try:
         check = verify_store(incoming, h.hexdigest(), accepted, record=checksum_path(db))
@@ -168,8 +211,12 @@ def snapshot_store(db: Path, directory: Path) -> StoreCheck:
         incoming.unlink(missing_ok=True)
         raise StoreInvalid(db, exc.reason) from exc
     final = directory / f"casebook-{check.content_hash[:16]}.duckdb"
-    os.replace(incoming, final)
-    final.chmod(0o444)
+    try:
+        os.replace(incoming, final)
+        final.chmod(0o444)
+    except OSError as exc:
+        incoming.unlink(missing_ok=True)
+        raise StoreCopyFailed(directory, exc) from exc
     return StoreCheck(final, check.sha256, check.content_hash, check.tables, check.rows)
 
 
@@ -214,12 +261,41 @@ def _like_escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
+#: DuckDB errors that mean the file (or DuckDB's hold on it) is broken, not the statement: reading a block failed
+#: (IO), its checksum did not match ("Corrupt database file", raised as the base class), or DuckDB invalidated the
+#: database after a fatal or internal error (every later statement fails too)
+_DAMAGE = (duckdb.IOException, duckdb.FatalException, duckdb.InternalException)
+_DAMAGE_TEXT = ("Corrupt database", "database has been invalidated")
+
+
+def is_damage(exc: BaseException) -> bool:
+    """Whether a DuckDB error says the store cannot be read (rather than that a statement was wrong)."""
+    return isinstance(exc, duckdb.Error) and (isinstance(exc, _DAMAGE) or type(exc) is duckdb.Error
+                                              or any(t in str(exc) for t in _DAMAGE_TEXT))
+
+
+def _file_identity(st: os.stat_result) -> tuple[int, int]:
+    """What changes when anything writes to a file: its size and modification time."""
+    return st.st_size, st.st_mtime_ns
+
+
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
+        #: why the store cannot be read any more (the first damage seen), None while it can (see `health`)
+        self.failure: str | None = None
+        #: why an older store is served than the data files describe (set by whoever opened it), None when current
+        self.stale_reason: str | None = None
         # One read-only database per process; each thread borrows a cursor (DuckDB's connection to the same
         # database) from a small pool: opening the file per request costs more than the query.
         self._con = duckdb.connect(str(self.path), read_only=True)
+        # the file DuckDB opened, held so `health` sees any write to it (a rename or unlink of the path does not
+        # touch what is served)
+        try:
+            self._fd: int | None = os.open(self.path, os.O_RDONLY)
+            self._identity = _file_identity(os.fstat(self._fd))
+        except OSError:
+            self._fd = None
         for statement in DUCKDB_SETTINGS:
             self._con.execute(statement)
         self._cursors: queue.SimpleQueue = queue.SimpleQueue()
@@ -229,13 +305,47 @@ class Store:
         try:
             self._load()
         except BaseException:
-            self._con.close()
+            self.close()
             raise
+
+    # ------------------------------------------------------------------ health
+    def _fail(self, reason: str) -> StoreUnavailable:
+        """Remember the first reason the store cannot be read; the exception to raise."""
+        if self.failure is None:
+            self.failure = reason
+        return StoreUnavailable(self.path, self.failure)
+
+    def health(self) -> str | None:
+        """Why the store cannot be served now, or None when it can: the file DuckDB reads must be unchanged since
+        it was opened (any write to a served store is damage), no read may have failed, and one real query must
+        answer (the content hash from table `meta`). Cheap: an fstat and a one-row query."""
+        if self.failure is None and self._fd is not None:
+            try:
+                now = _file_identity(os.fstat(self._fd))
+            except OSError as exc:
+                self._fail(f"the store file cannot be inspected: {exc}")
+            else:
+                if now != self._identity:
+                    self._fail(f"the store file was written to after it was opened (size {self._identity[0]} -> "
+                               f"{now[0]} bytes, modified): it can no longer be trusted")
+        if self.failure is None:
+            try:
+                row = self._sql("SELECT value FROM meta WHERE key = 'content_hash'")
+            except StoreUnavailable:
+                pass
+            except duckdb.Error as exc:
+                self._fail(f"the store does not answer: {_first_line(exc)}")
+            else:
+                if not row or row[0][0] != self.content_hash:
+                    self._fail("the store's content hash no longer reads back as it was opened")
+        return self.failure
 
     # ------------------------------------------------------------------ SQL
     @contextmanager
-    def _cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A cursor of this thread's own for the duration of a block, returned to the pool after it."""
+    def _cursor(self, writes_to: str | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of this thread's own for the duration of a block, returned to the pool after it. A DuckDB error
+        that says the store cannot be read is raised as StoreUnavailable (and remembered, see `health`), except
+        an error about `writes_to`, a file the block writes (a full disk there is not a damaged store)."""
         try:
             cur = self._cursors.get_nowait()
         except queue.Empty:
@@ -243,6 +353,10 @@ class Store:
                 cur = self._con.cursor()
         try:
             yield cur
+        except duckdb.Error as exc:
+            if is_damage(exc) and not (writes_to and writes_to in str(exc)):
+                raise self._fail(f"the store cannot be read: {_first_line(exc)}") from exc
+            raise
         finally:
             if self._cursors.qsize() < CURSOR_POOL:
                 self._cursors.put(cur)
@@ -253,6 +367,21 @@ class Store:
         """Rows of one read-only SQL statement (`?` parameters)."""
         with self._cursor() as cur:
             return cur.execute(sql, params or []).fetchall()
+
+    def copy_to(self, select: str, target: Path, options: str) -> None:
+        """`COPY (select) TO target (options)`: DuckDB writes a query's rows to a file. Raises OSError when the file
+        cannot be written (DuckDB's IO error, errno kept when it names one), StoreUnavailable when the store cannot
+        be read."""
+        target_text = str(target)
+        literal = target_text.replace("'", "''")
+        try:
+            with self._cursor(writes_to=target_text) as cur:
+                cur.execute(f"COPY ({select}) TO '{literal}' ({options})")
+        except duckdb.IOException as exc:
+            text = _first_line(exc)
+            found = re.search(r'"errno"\s*:\s*"?(\d+)', str(exc))
+            code = int(found.group(1)) if found else 0
+            raise OSError(code, os.strerror(code) if code else text, target_text) from exc
 
     def _dicts(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         """Rows of one read-only SQL statement as dicts keyed by column name."""
@@ -455,3 +584,6 @@ class Store:
             except queue.Empty:
                 break
         self._con.close()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

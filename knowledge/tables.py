@@ -113,6 +113,41 @@ Glossary = record_table("Glossary", "glossary", R.Glossary, "id", "term", "kind"
 Claim = record_table("Claim", "claim", R.Claim, "id", "verdict", "calculator")
 
 
+def _statistic(latency: str, stat: str) -> Column:
+    """A column of one latency statistic of a benchmark point (`ttft_median_s`), seconds."""
+    return Column(f"{latency.removesuffix('_s')}_{stat}_s", float, lambda b: b.statistic(latency, stat))
+
+
+def _figure(name: str) -> Column:
+    """A column of one rate of a benchmark point's figures (`output_tokens_per_s`)."""
+    return Column(name, float, lambda b: _plain(getattr(b.measured, name), float))
+
+
+def _json_column(name: str, attr: str) -> Column:
+    """A column holding one block of a benchmark point as JSON text (`config_json`)."""
+    return Column(name, str, lambda b: json.dumps(getattr(b, attr).model_dump(exclude_none=True)
+                                                   if isinstance(getattr(b, attr), BaseModel) else getattr(b, attr),
+                                                   ensure_ascii=False, default=str))
+
+
+Benchmark = record_table(
+    "Benchmark", "benchmark", R.Benchmark, "id", "source", "url", "locator", "date", "model", "model_hf", "hardware",
+    "hardware_name", "devices", "framework", "framework_name", "framework_version", "weight_format", "kv_format",
+    "tp", "pp", "ep", "dp_attention", "replicas", "input_tokens", "output_tokens", "dataset",
+    Column("load_kind", str, lambda b: b.load.kind),
+    Column("concurrency", int, lambda b: b.load.concurrency),
+    Column("requests_per_s_offered", float, lambda b: b.load.offered_requests_per_s),
+    Column("offline", bool, lambda b: bool(b.load.offline)),
+    Column("server_scenario", bool, lambda b: bool(b.load.server_scenario)),
+    *(_statistic(lat, stat) for lat, stat in (("ttft_s", "mean"), ("ttft_s", "median"), ("ttft_s", "p99"),
+                                              ("tpot_s", "mean"), ("tpot_s", "median"), ("tpot_s", "p99"),
+                                              ("itl_s", "mean"), ("itl_s", "median"), ("e2e_s", "mean"),
+                                              ("e2e_s", "median"))),
+    *(_figure(n) for n in ("output_tokens_per_s", "output_tokens_per_s_per_device", "output_tokens_per_s_per_user",
+                           "total_tokens_per_s", "requests_per_s")),
+    _json_column("config_json", "config"), _json_column("measured_json", "measured"), "as_published", "note")
+
+
 class HardwarePeak(SQLModel, table=True):
     """One peak rate of a device (a row per precision, unit and sparsity)."""
 
@@ -260,6 +295,7 @@ class MeasuredFit(SQLModel, table=True):
 TABLES: dict[str, type[RecordTable]] = {
     "source": Source, "hardware": Hardware, "link": Link, "model": Model, "framework": Framework,
     "price": Price, "case": CaseStudy, "derivation": Derivation, "glossary": Glossary, "claim": Claim,
+    "benchmark": Benchmark,
 }
 #: every table class, record tables first
 ALL_TABLES: tuple[type[SQLModel], ...] = (*TABLES.values(), HardwarePeak, FrameworkFeature, Fact, Meta, MeasurementFile,

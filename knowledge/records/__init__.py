@@ -9,6 +9,8 @@ from __future__ import annotations
 from knowledge.records.base import (COUNT_FIELDS, STRUCTURAL, UNIT_SUFFIXES, Calculator, CountFact, Fact, FactGroup,
                                     Label, PositiveInt, Problems, Record, Slug, SourceId, Text, describe, fact_rule,
                                     join, refs, refuse)
+from knowledge.records.benchmark import FRAMEWORKS as BENCHMARK_FRAMEWORKS
+from knowledge.records.benchmark import Benchmark, Latency, Load, Measured
 from knowledge.records.book import (Case, Check, Claim, ClaimAlternative, Derivation, Feature, Framework, Glossary,
                                     Uses)
 from knowledge.records.facts import (MLA, SCOPES, ConfigProvenance, Hardware, Link, Model, ModelLayerGroup,
@@ -18,9 +20,11 @@ from knowledge.records.facts import (MLA, SCOPES, ConfigProvenance, Hardware, Li
 KINDS: dict[str, type[Record]] = {
     "source": Source, "hardware": Hardware, "link": Link, "model": Model, "framework": Framework,
     "price": Price, "case": Case, "derivation": Derivation, "glossary": Glossary, "claim": Claim,
+    "benchmark": Benchmark,
 }
 
 __all__ = [
+    "BENCHMARK_FRAMEWORKS", "Benchmark", "Latency", "Load", "Measured",
     "COUNT_FIELDS", "KINDS", "MLA", "SCOPES", "STRUCTURAL", "UNIT_SUFFIXES", "Calculator", "Case", "Check", "Claim",
     "ClaimAlternative", "ConfigProvenance", "CountFact", "Derivation", "Fact", "FactGroup", "Feature", "Framework",
     "Glossary", "Hardware", "Label", "Link", "MoE", "Model", "ModelLayerGroup", "ModelStream", "Peak", "PositiveInt",

@@ -233,7 +233,8 @@ def test_every_record_column_reaches_the_public_schema():
     from api import schemas as S
 
     public = {"source": S.Source, "hardware": S.Hardware, "link": S.Link, "model": S.Model, "framework": S.Framework,
-              "price": S.Price, "case": S.Case, "derivation": S.Derivation, "glossary": S.Glossary, "claim": S.Claim}
+              "price": S.Price, "case": S.Case, "derivation": S.Derivation, "glossary": S.Glossary, "claim": S.Claim,
+              "benchmark": S.Benchmark}
     for kind, table in T.TABLES.items():
         record = R.KINDS[kind]
         props = public[kind].model_json_schema(mode="serialization")["properties"]
