@@ -326,8 +326,9 @@ class Store:
                 self._fail(f"the store file cannot be inspected: {exc}")
             else:
                 if now != self._identity:
-                    self._fail(f"the store file was written to after it was opened (size {self._identity[0]} -> "
-                               f"{now[0]} bytes, modified): it can no longer be trusted")
+                    size = f", size {self._identity[0]} -> {now[0]} bytes" if now[0] != self._identity[0] else ""
+                    self._fail(f"the store file was written to after it was opened (modified{size}): it can no "
+                               "longer be trusted")
         if self.failure is None:
             try:
                 row = self._sql("SELECT value FROM meta WHERE key = 'content_hash'")
