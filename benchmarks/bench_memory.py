@@ -1,12 +1,24 @@
-"""Memory of one serving worker: RSS idle after start-up, then after N mixed requests, and the growth.
+"""Memory of one serving worker: idle after start-up, warm after measured estimates on every framework, after a
+mix of requests, and after the heaviest request the limits accept.
 
-Starts a real server (`casebook serve --workers 1`, so the serving process is the one started here),
-waits for /healthz, reads VmRSS from /proc, sends N requests cycling through a realistic mix (lists,
-gets, search, HTML pages, single calculations, a 1,000-point sweep, an MCP tools/call) over one
-keep-alive connection, and reads VmRSS again. Processes the server starts (a calculation pool, if any)
-are listed on their own line.
+Starts a real server (`casebook serve --workers 1`, so the serving process is the one started here), waits for
+/healthz and reads, per worker, RSS (VmRSS), PSS (shared pages divided among the processes mapping them) and
+private memory from /proc:
 
-Usage: .venv/bin/python benchmarks/bench_memory.py [--requests 10000] [--port 8771]
+- idle: after start-up;
+- warm: after measured estimates (roofline with `framework` vllm, sglang and trtllm, on H100 and H200 models, which
+  load the measured kernel tables) and a warm-up of every request kind of the mix (lists, gets, search, HTML
+  pages, single calculations, a 1,000-point sweep, an MCP tools/call);
+- after the mix: N more mixed requests over one keep-alive connection (the growth);
+- heaviest: a `calculators:batch` of deployment-plan items, as many as the limits accept (counted in this process
+  with the server's own cost model, `limits.check` / `check_total`), its answer read in full; RSS after it and the
+  peak (VmHWM) it reached.
+
+With `--workers N > 1` every worker is measured; the warm-up is sent on several connections so that each worker
+serves some of it (the kernel decides which worker accepts a connection), which shows the tables' pages shared
+(PSS below RSS). Processes the server starts (a calculation pool, if any) are listed on their own line.
+
+Usage: .venv/bin/python benchmarks/bench_memory.py [--requests 10000] [--workers 1] [--no-heavy]
 """
 from __future__ import annotations
 
@@ -47,6 +59,49 @@ MIX: list[tuple[str, str, object, dict]] = [
     ("POST", "/api/v1/calculators/kv-cache", SWEEP, {}),
     ("POST", "/mcp", MCP_CALL, MCP_HEADERS),
 ]
+
+
+#: measured estimates on every framework (the first of each loads that framework's kernel tables of the system)
+MEASURED_MODELS = [("deepseek-r1", "h200-sxm", 8, {"kv_format": "fp8"}), ("llama-3.1-70b", "h100-sxm", 4, {}),
+                   ("qwen3-8b", "h100-sxm", 1, {})]
+MEASURED: list[tuple[str, str, object, dict]] = [
+    ("POST", "/api/v1/calculators/roofline",
+     {"model": model, "hardware": hw, "devices": n, "batch": 32, "context_tokens": 2048, "phase": phase,
+      "framework": fw, **extra}, {})
+    for fw in ("vllm", "sglang", "trtllm") for model, hw, n, extra in MEASURED_MODELS for phase in ("decode", "prefill")]
+#: one item of the heaviest batch: the planner over its default hardware, TP degrees and batches
+PLAN_ITEM = {"calculator": "deployment-plan",
+             "request": {"model": "llama-3.1-70b", "requests_per_s": 1, "input_tokens": 2048, "output_tokens": 256,
+                         "ttft_s": 2, "tpot_s": 0.05}}
+
+
+def heaviest_batch(limit_items: int = 1000) -> tuple[dict, int]:
+    """The largest batch of PLAN_ITEM the limits accept, counted with the server's own cost model (so that it
+    follows the limits as they are tuned), and its item count."""
+    sys.path.insert(0, str(ROOT))
+    from calculators.framework import limits
+    from calculators.framework.registry import REGISTRY
+
+    calc = REGISTRY[PLAN_ITEM["calculator"]]
+    cost = limits.check(calc, calc.request_model.model_validate(PLAN_ITEM["request"]))
+    lo, hi = 1, limit_items
+    while lo < hi:                       # the largest n whose n items fit every limit together
+        mid = (lo + hi + 1) // 2
+        try:
+            limits.check_total([cost] * mid)
+            lo = mid
+        except limits.LimitExceeded:
+            hi = mid - 1
+    return {"requests": [PLAN_ITEM] * lo}, lo
+
+
+def status_mb(pid: int, key: str) -> float:
+    """One line of /proc/<pid>/status in MB (VmRSS: resident now, VmHWM: the peak resident)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def rss_mb(pid: int) -> float:
@@ -105,33 +160,42 @@ def free_port() -> int:
 
 
 class Mix:
-    """The MIX sent in turn over one keep-alive connection, kept open between calls: the warm-up and the mix that
+    """Requests sent in turn over one keep-alive connection, kept open between calls: the warm-up and the mix that
     follows reach the same worker (a new connection may be accepted by another one)."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int, requests: list[tuple[str, str, object, dict]] = MIX):
         self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         self.reconnects = 0
         self.bodies = [(m, p, json.dumps(b).encode() if b is not None else None,
-                        {**({"Content-Type": "application/json"} if b is not None else {}), **h}) for m, p, b, h in MIX]
+                        {**({"Content-Type": "application/json"} if b is not None else {}), **h}) for m, p, b, h in requests]
 
     def send(self, n: int) -> dict[int, int]:
         """Send `n` requests; count answers by status."""
         statuses: dict[int, int] = {}
         for i in range(n):
             method, path, body, headers = self.bodies[i % len(self.bodies)]
-            self.conn.request(method, path, body=body, headers=headers)
-            resp = self.conn.getresponse()
-            resp.read()
-            statuses[resp.status] = statuses.get(resp.status, 0) + 1
-            if resp.getheader("connection", "").lower() == "close":
-                self.conn.close()
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-                self.reconnects += 1
+            status, _ = self.request(method, path, body, headers)
+            statuses[status] = statuses.get(status, 0) + 1
         return statuses
+
+    def request(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, int]:
+        """One request; (status, bytes of the answer read)."""
+        self.conn.request(method, path, body=body, headers=headers)
+        resp = self.conn.getresponse()
+        size = len(resp.read())
+        if resp.getheader("connection", "").lower() == "close":
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+            self.reconnects += 1
+        return resp.status, size
 
     def close(self) -> None:
         self.conn.close()
+
+
+def figures(pid: int) -> str:
+    return f"RSS {rss_mb(pid):.1f} MB, {memory_line(pid)}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,14 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--requests", type=int, default=10_000)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--workers", type=int, default=1,
-                    help="1: the serving process is the one started here; N > 1: the first of its worker processes")
+                    help="1: the serving process is the one started here; N > 1: every one of its worker processes")
+    ap.add_argument("--no-heavy", action="store_true", help="skip the heaviest accepted batch")
     args = ap.parse_args(argv)
     port = args.port or free_port()
     casebook = str(Path(sys.executable).with_name("casebook"))
     proc = subprocess.Popen([casebook, "serve", "--workers", str(args.workers), "--port", str(port), "--log-level", "warning",
                              "--no-access-log"], cwd=ROOT, env={**os.environ})
     try:
-        for _ in range(300):
+        for _ in range(600):
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
                 c.request("GET", "/healthz")
@@ -164,37 +229,64 @@ def main(argv: list[str] | None = None) -> int:
             workers = worker_pids(proc.pid)
         idle = {w: rss_mb(w) for w in workers}
         extra = {k: rss_mb(k) for k in children(proc.pid) if k not in idle}
+        print(f"casebook serve --workers {args.workers}")
         for w in workers:
-            print(f"casebook serve --workers {args.workers}; worker pid {w}: idle RSS {idle[w]:.1f} MB, {memory_line(w)}")
+            print(f"  idle   worker {w}: {figures(w)}")
         if extra:
             print(f"other processes: {', '.join(f'{k}: {v:.1f} MB' for k, v in extra.items())}")
-        warm_n = len(MIX) * 20
-        mix = Mix(port)
-        mix.send(warm_n)
+        # warm: measured estimates on every framework + every kind of the mix, on as many connections as workers x 2
+        t0 = time.perf_counter()
+        warmups = [Mix(port, MEASURED + MIX) for _ in range(1 if args.workers == 1 else 2 * args.workers)]
+        warm_statuses: dict[int, int] = {}
+        for m in warmups:
+            for k, v in m.send(len(MEASURED) + len(MIX) * 20).items():
+                warm_statuses[k] = warm_statuses.get(k, 0) + v
+        for m in warmups[1:]:
+            m.close()
         warm = {w: rss_mb(w) for w in workers}
+        print(f"warm-up ({time.perf_counter() - t0:.1f} s, statuses {dict(sorted(warm_statuses.items()))}): "
+              f"{len(MEASURED)} measured estimates (roofline, framework vllm/sglang/trtllm on "
+              f"{', '.join(f'{m} {h}' for m, h, _, _ in MEASURED_MODELS)}) and {len(MIX) * 20} mixed requests "
+              f"on {len(warmups)} connection(s)")
+        for w in workers:
+            print(f"  warm   worker {w}: {figures(w)}")
+        mix = warmups[0]
         t0 = time.perf_counter()
         statuses = mix.send(args.requests)
         dt = time.perf_counter() - t0
-        mix.close()
         after = {w: rss_mb(w) for w in workers}
         # one keep-alive connection is served by one worker: the one whose memory the requests moved
-        served = max(workers, key=lambda w: after[w] - idle[w])
-        print(f"{warm_n} warm-up requests (every kind, incl. the first MCP call), then {args.requests} more mixed requests "
-              f"({dt:.1f} s, statuses {dict(sorted(statuses.items()))}), over one connection, served by worker {served}"
+        served = max(workers, key=lambda w: after[w] - warm[w])
+        print(f"{args.requests} more mixed requests ({dt:.1f} s, statuses {dict(sorted(statuses.items()))}) over one "
+              f"connection, served by worker {served}"
               + (f" ({mix.reconnects} reconnections: the server closed the connection)" if mix.reconnects else "") + ":")
         for w in workers:
-            tag = " (served the requests)" if w == served else " (idle throughout)"
-            print(f"  worker {w}{tag}: idle {idle[w]:.1f} MB, after the warm-up {warm[w]:.1f} MB, after the mix "
-                  f"{after[w]:.1f} MB, {memory_line(w)}")
+            print(f"  mix    worker {w}{' (served the mix)' if w == served else ''}: {figures(w)}")
         w = served
-        print(f"growth of the serving worker: {after[w] - idle[w]:+.1f} MB ({(after[w] / idle[w] - 1) * 100:+.1f} %) vs idle, "
-              f"{after[w] - warm[w]:+.1f} MB ({(after[w] / warm[w] - 1) * 100:+.1f} %) vs warm (the warm-up loads what a "
-              "worker imports only when first asked: the MCP SDK, ~25 MB, and the request models of the calculators used)")
+        print(f"growth of the serving worker: {after[w] - idle[w]:+.1f} MB vs idle, {after[w] - warm[w]:+.1f} MB "
+              f"({(after[w] / warm[w] - 1) * 100:+.1f} %) vs warm")
+        heavy_line = ""
+        if not args.no_heavy:
+            batch, n = heaviest_batch()
+            body = json.dumps(batch).encode()
+            t0 = time.perf_counter()
+            status, size = mix.request("POST", "/api/v1/calculators:batch", body, {"Content-Type": "application/json"})
+            dt = time.perf_counter() - t0
+            time.sleep(1.0)
+            print(f"heaviest accepted request: a batch of {n} deployment-plan items ({len(body) / 1e3:.0f} kB), "
+                  f"status {status}, answer {size / 1e6:.1f} MB in {dt:.1f} s:")
+            for w in workers:
+                print(f"  heavy  worker {w}: {figures(w)}, peak (VmHWM) {status_mb(w, 'VmHWM'):.1f} MB")
+            heavy_line = (f", after the heaviest {max(rss_mb(w) for w in workers):.1f} MB, peak "
+                          f"{max(status_mb(w, 'VmHWM') for w in workers):.1f} MB")
+        mix.close()
         kids = [k for k in children(proc.pid) if k not in idle]
         if kids:
             print("other processes now: " + ", ".join(f"{k}: {rss_mb(k):.1f} MB" for k in kids))
-        print(f"idle RSS, highest worker: {max(idle.values()):.1f} MB")
-        print("goal: idle <= 150 MB, growth <= 10 %  (machine shared: RSS figures are not timing-sensitive)")
+        print(f"summary (highest worker RSS): idle {max(idle.values()):.1f} MB, warm {max(warm.values()):.1f} MB, "
+              f"after the mix {max(after.values()):.1f} MB{heavy_line}")
+        print("goal: idle <= 150 MB, warm <= 200 MB, growth <= 10 % vs warm, peak <= 1 GB "
+              "(machine shared: RSS figures are not timing-sensitive)")
         return 0
     finally:
         proc.terminate()
