@@ -230,6 +230,85 @@ class ClaimQuery(ListQuery):
     offset: Offset = 0
 
 
+# --------------------------------------------------------------------------- published benchmarks
+
+class BenchmarkFrameworkName(str, Enum):
+    vllm = "vllm"
+    sglang = "sglang"
+    trtllm = "trtllm"
+    other = "other"
+
+
+class BenchmarkSort(str, Enum):
+    date = "date"
+    devices = "devices"
+    concurrency = "concurrency"
+    ttft_median_s = "ttft_median_s"
+    tpot_median_s = "tpot_median_s"
+    tpot_mean_s = "tpot_mean_s"
+    output_tokens_per_s = "output_tokens_per_s"
+    output_tokens_per_s_per_device = "output_tokens_per_s_per_device"
+
+
+Count = Annotated[int | None, Field(ge=1, le=10_000_000)]
+
+
+class BenchmarkQuery(ListQuery):
+    """Published serving measurements. `model` is a store model id or the Hugging Face name as published, `hardware`
+    a store hardware id or the accelerator's published name (each case-insensitive); the rest match exactly."""
+
+    kind_listed: ClassVar[str] = "benchmark"
+    exact: ClassVar[dict[str, str]] = {"model": "model", "hardware": "hardware", "framework": "framework",
+                                       "source": "source", "weight_format": "weight_format", "devices": "devices",
+                                       "input_tokens": "input_tokens", "output_tokens": "output_tokens",
+                                       "concurrency": "concurrency"}
+    #: filter -> (column when the value is a store id of `kind`, column otherwise, kind)
+    either: ClassVar[dict[str, tuple[str, str, str]]] = {"model": ("model", "model_hf", "model"),
+                                                         "hardware": ("hardware", "hardware_name", "hardware")}
+
+    model: Annotated[str | None, Field(max_length=200, description="Store model id (e.g. deepseek-r1) or Hugging "
+                                       "Face name as published (e.g. deepseek-ai/DeepSeek-R1-0528).")] = None
+    hardware: Annotated[str | None, Field(max_length=200, description="Store hardware id (e.g. h200-sxm) or the "
+                                          "accelerator's published name.")] = None
+    framework: BenchmarkFrameworkName | None = None
+    source: Annotated[str | None, Field(max_length=200, description="Source id, e.g. mlperf-inference-v5.1.")] = None
+    weight_format: Text = Field(None, description="e.g. fp8, fp4, bf16")
+    devices: Count = Field(None, description="Accelerators in total.")
+    input_tokens: Count = Field(None, description="Mean input tokens per request.")
+    output_tokens: Count = Field(None, description="Mean output tokens per request.")
+    concurrency: Count = Field(None, description="Closed-loop concurrency (points with another kind of load have none).")
+    sort: BenchmarkSort | None = None
+    desc: Descending = False
+    limit: Limit = 200
+    offset: Offset = 0
+
+    def where(self) -> dict[str, Any]:
+        out = super().where()
+        if self.framework is not None:
+            out["framework"] = self.framework.value
+        return out
+
+    def resolved(self, store: Store) -> dict[str, Any]:
+        """The exact filters with `model` and `hardware` read as a store id when they name one, else as the
+        published name."""
+        where = self.where()
+        for name, (id_column, name_column, kind) in self.either.items():
+            value = where.pop(name, None)
+            if value is not None:
+                column = id_column if value.lower() in store.records.get(kind, {}) else name_column
+                where[column] = value
+        return where
+
+    def run(self, store: Store) -> Page:
+        sort, desc = self.sort_column()
+        return store.list(self.kind_listed, self.resolved(store), self.limit, self.offset, sort, desc)
+
+    def filters(self) -> dict[str, Any]:
+        out = super().filters()
+        out["framework"] = self.framework.value if self.framework is not None else ""
+        return out
+
+
 # --------------------------------------------------------------------------- search
 
 #: kinds of search results (no docstring: it would become the OpenAPI description of `Kind`)
@@ -272,5 +351,5 @@ class SearchQuery(SearchPageQuery):
 #: list kind -> its query model (the site and the tests look lists up by kind)
 LIST_QUERIES: dict[str, type[ListQuery]] = {
     q.kind_listed: q for q in (HardwareQuery, LinkQuery, ModelQuery, FrameworkQuery, PriceQuery, SourceQuery,
-                               CaseQuery, DerivationQuery, GlossaryQuery, ClaimQuery)
+                               CaseQuery, DerivationQuery, GlossaryQuery, ClaimQuery, BenchmarkQuery)
 }

@@ -19,7 +19,7 @@ API = "/api/v1"
 COLLECTIONS: dict[str, str] = {
     "case": "cases", "derivation": "derivations", "hardware": "hardware", "model": "models", "link": "links",
     "framework": "frameworks", "price": "prices", "source": "sources", "glossary": "glossary", "claim": "claims",
-    "calculator": "calculators",
+    "calculator": "calculators", "benchmark": "benchmarks",
 }
 
 #: kinds without a page of their own on the site: a record is an anchor on its list page
@@ -156,6 +156,13 @@ class Urls:
 
     def glossary_entry(self, ident: str) -> str:
         return self.record("glossary", ident)
+
+    def benchmarks(self, **query: Any) -> str:
+        """The published serving measurements (`benchmarks(model="deepseek-r1", hardware="h200-sxm")`)."""
+        return self.listing("benchmark", **query)
+
+    def benchmark(self, ident: str) -> str:
+        return self.record("benchmark", ident)
 
     def calculators(self) -> str:
         return self.listing("calculator")

@@ -197,7 +197,8 @@ class Benchmark(Record):
     kv_format: Optional[Label] = Field(None, description="KV-cache precision; null when not stated.")
     tp: PositiveInt
     pp: PositiveInt = 1
-    ep: PositiveInt = 1
+    ep: Optional[PositiveInt] = Field(1, description="Expert parallelism; 1 for a dense model, null when the source "
+                                                     "does not state it for an MoE model.")
     dp_attention: bool = False
     replicas: PositiveInt = Field(1, description="Independent engine copies.")
     input_tokens: Optional[float] = Field(description="Mean input (prompt) tokens per request; null when the source "
@@ -256,7 +257,7 @@ class Benchmark(Record):
         if not self.dp_attention and self.devices != self.tp * self.pp * self.replicas:
             problems.append(("devices", f"{self.devices} devices, but tp x pp x replicas = {self.tp} x {self.pp} x "
                                         f"{self.replicas} = {self.tp * self.pp * self.replicas}"))
-        if self.ep > self.devices:
+        if self.ep is not None and self.ep > self.devices:
             problems.append(("ep", f"expert parallelism {self.ep} is more than the {self.devices} devices"))
         m = self.measured
         total, per = m.output_tokens_per_s, m.output_tokens_per_s_per_device
