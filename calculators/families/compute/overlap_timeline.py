@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from calculators.framework import (
-    CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Lookup, NonNegFloat, out, PosFloat,
+    CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, LIST_SEP, Lookup, NonNegFloat, out, PosFloat,
     PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
@@ -386,7 +386,7 @@ def compute_overlap(req: OverlapRequest, lookup: Lookup) -> Result:
     d0 = [float(first(np.mean(x))) if np.ndim(x) else float(x) for x in a["mean_d"]]
     names = [st["name"] for st in stages]
     res.step("time per item of each stage", "d_s = fixed + bytes/B + FLOPs/F + divisible work / N, ÷ efficiency",
-             ", ".join(f"{nm} {fmt_s(v)}" for nm, v in zip(names, d0)), d0[0] if len(d0) == 1 else max(d0), "s")
+             LIST_SEP.join(f"{nm} {fmt_s(v)}" for nm, v in zip(names, d0)), d0[0] if len(d0) == 1 else max(d0), "s")
     res.step("serial time", "Σ_items Σ_stages d (one thing at a time, waiting for arrivals)",
              f"{n0} items × {fmt_s(sum(d0))}" if not req.release_times_s and not req.release_interval_s else "walk over arrivals",
              a["serial"], "s")
@@ -401,7 +401,7 @@ def compute_overlap(req: OverlapRequest, lookup: Lookup) -> Result:
                      f"{n0} items over {len(stages)} stages ({a['method']})", total, "s")
     res.step("critical path", "longest dependency chain of one item (from its arrival)", f"{n0} items", a["cp"], "s")
     res.step("busiest resource", "max over stages/resources of Σ work / lanes (shared resources add up)",
-             ", ".join(f"{k.removeprefix('stage:')} {fmt_s(first(v))}" for k, v in list(a["resources"].items())[:6]),
+             LIST_SEP.join(f"{k.removeprefix('stage:')} {fmt_s(first(v))}" for k, v in list(a["resources"].items())[:6]),
              a["bottleneck_work"], "s")
     res.step("lower bound", "max(critical path, busiest resource): full overlap is an ideal",
              f"max({fmt_s(first(a['cp']))}, {fmt_s(first(a['bottleneck_work']))})", a["lower"], "s")

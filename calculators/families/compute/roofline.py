@@ -532,8 +532,8 @@ def _headline(req: RooflineRequest, o: dict) -> str:
         what = f"The {req.operation.kind} operation"
     else:
         who = req.model or ("the configured model" if req.hf_config is not None else "the model")
-        what = (f"A {req.phase} step of {who} (batch {hf.fmt_count(req.batch)}, {hf.fmt_count(req.tokens)} "
-                f"{'token' if hf.scalar(req.tokens) == 1 else 'tokens'} per sequence, {hf.fmt_count(req.context_tokens)} in context)")
+        what = (f"A {req.phase} step of {who} (batch {hf.fmt_count(req.batch)}; {hf.fmt_count(req.tokens)} "
+                f"{'token' if hf.scalar(req.tokens) == 1 else 'tokens'} per sequence; {hf.fmt_count(req.context_tokens)} in context)")
     where = f" on {hf.fmt_count(req.devices)} × {req.hardware}" if req.hardware and req.devices > 1 else \
         (f" on {req.hardware}" if req.hardware else "")
     work = (f"{hf.fmt_flops(o.get('flops'))} over {hf.fmt_bytes(o.get('bytes'))}, "

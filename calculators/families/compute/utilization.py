@@ -15,7 +15,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    aligned, broadcast, CalcInputError, CalcRequest, Calculator, first, Lookup, NonNegFloat, NonNegFloatSweep, num,
+    aligned, broadcast, CalcInputError, CalcRequest, Calculator, first, LIST_SEP, Lookup, NonNegFloat, NonNegFloatSweep, num,
     out, Outputs, OutSweep, PosFloat, PosFloatSweep, PosInt, Profile, quiet, request_inputs, Result,
 )
 from calculators.framework import headline as hf
@@ -98,7 +98,7 @@ def fit_compute(req: InstanceFitRequest, lookup: Lookup) -> Result:
     best = max(rows, key=lambda r: r["max_instances"] or 0)
     res.headline = hf.sentence(f"{best['name']} needs {hf.fmt_bytes(best['per_instance_bytes'])} per instance and fits "
                                f"{hf.fmt_count(best['max_instances'])} in {hf.fmt_bytes(req.memory_budget_bytes)}; "
-                               + ", ".join(f"{r['name']}: {hf.fmt_count(r['max_instances'])}" for r in rows if r is not best))
+                               + LIST_SEP.join(f"{r['name']}: {hf.fmt_count(r['max_instances'])}" for r in rows if r is not best))
     return res
 
 

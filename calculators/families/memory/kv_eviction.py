@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, FractionSweep, Lookup, NonNegFloat,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, FractionSweep, LIST_SEP, Lookup, NonNegFloat,
     NonNegFloatSweep, NonNegIntSweep, num, out, Outputs, OutSweep, Profile, request_inputs, Result,
 )
 from calculators.domain import (
@@ -117,7 +117,7 @@ def compute(req: KVEvictionRequest, lookup: Lookup) -> Result:
     n0 = int(first(n))
     res.step("budget", "B = sinks + (recent + ⌊recent_fraction·N⌋) + (heavy + ⌊heavy_fraction·N⌋)",
              f"{num(first(x['sink_tokens']))} + {num(first(recent_budget))} + {num(first(heavy_budget))}", budget_tokens, "tokens")
-    res.step("entries kept", "kept = min(N, B) per full-history layer", f"min({num(n0)}, {num(first(budget_tokens))})", kept, "tokens")
+    res.step("entries kept", "kept = min(N, B) per full-history layer", f"min({num(n0)}{LIST_SEP}{num(first(budget_tokens))})", kept, "tokens")
 
     full = kv_sizes(groups, fmt, sfmt, n, tp)
     bpt = full.bytes_per_token

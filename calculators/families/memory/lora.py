@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, Lookup,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, LIST_SEP, Lookup,
     NonNegFloat, NonNegFloatSweep, NonNegInt, num, out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep,
     Profile, quiet, request_inputs, Result,
 )
@@ -373,7 +373,7 @@ def compute(req: LoraRequest, lookup: Lookup) -> Result:
         res.step("load all, then one batch", "t = n·t_load + prefill(n)",
                  f"{s.requests} × {fmt_s(load)} + {fmt_s(table[s.requests])}", la["max_s"], "s")
         res.step("first ready runs, rest batched", "greedy: when the GPU is free, batch every loaded adapter",
-                 "completions " + ", ".join(fmt_s(v) for v in rf["completion_s"]), rf["mean_s"], "s (mean)")
+                 "completions " + LIST_SEP.join(fmt_s(v) for v in rf["completion_s"]), rf["mean_s"], "s (mean)")
         outputs["schedule"] = sim
 
     _budget(req, lookup, res, rec, x, bytes_one, bytes_all, outputs)

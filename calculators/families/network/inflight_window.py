@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import Field
 
 from calculators.framework import (
-    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_rate, fmt_s, Lookup,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_rate, fmt_s, LIST_SEP, Lookup,
     NonNegFloatSweep, num, out, Outputs, OutSweep, PosFloatSweep, PosIntSweep, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
@@ -94,7 +94,7 @@ def compute_inflight(req: InflightRequest, lookup: Lookup) -> Result:
         bound = np.min(stacked, axis=0)
         lim = np.asarray(names)[np.argmin(stacked, axis=0)]
         res.step("achievable bandwidth", "B = min(" + ", ".join(names) + ")",
-                 ", ".join(fmt_rate(first(bounds[k])) for k in names), bound, "B/s")
+                 LIST_SEP.join(fmt_rate(first(bounds[k])) for k in names), bound, "B/s")
         o["bound_bytes_per_s"] = out(bound)
         o["requests_per_s"] = out(bound / m)
         o["limiter"] = out(lim) if np.ndim(lim) else str(lim)

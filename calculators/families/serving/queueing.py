@@ -21,7 +21,7 @@ from pydantic import Field
 
 from calculators.framework import (
     aligned as _aligned, broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, FractionSweep,
-    list_series, Lookup, MAX_LIST_LENGTH, NonNegFloat, NonNegFloatSweep, num, out, PosFloat, PosFloatSweep,
+    list_series, LIST_SEP, Lookup, MAX_LIST_LENGTH, NonNegFloat, NonNegFloatSweep, num, out, PosFloat, PosFloatSweep,
     PosIntSweep, Profile, quiet, request_inputs, Result, whole_numbers as _ints,
 )
 from calculators.framework import headline as hf
@@ -388,7 +388,7 @@ def capacity_compute(req: CapacityRequest, lookup: Lookup) -> Result:
     idx = np.argmin(stack, axis=0)
     best = np.min(stack, axis=0)
     bottleneck = [names[i] for i in np.ravel(idx)] if np.ndim(idx) else names[int(idx)]
-    res.step("throughput bound", "min over resources", ", ".join(f"{n} {num(first(b))}" for n, b in zip(names, bounds)),
+    res.step("throughput bound", "min over resources", LIST_SEP.join(f"{n} {num(first(b))}" for n, b in zip(names, bounds)),
              best, "requests/s")
     with np.errstate(divide="ignore"):
         interval = np.where(best > 0, 1.0 / np.where(best > 0, best, 1.0), np.inf)

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, Fraction, FractionSweep, Lookup, MAX_SWEEP_POINTS,
+    CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, Fraction, FractionSweep, LIST_SEP, Lookup, MAX_SWEEP_POINTS,
     NonNegFloat, num, out, OutNum, Outputs, OutSweep, PosFloat, PosInt, Profile, quiet, request_inputs,
     request_value, Result, Series, sweep_length,
 )
@@ -405,7 +405,7 @@ def _cascade(req, rq, res: Result, names, calls, passes, lats, per_success, cost
     success = 1.0 - reach
     chain = " → ".join(st.candidate for st in req.cascade)
     res.step("cascade: reach probabilities", "P(reach stage i) = Π_{j<i} (1 − pass_j)",
-             ", ".join(f"{s['candidate']}: {num(s['reach_probability'])}" for s in stages), [s["reach_probability"] for s in stages],
+             LIST_SEP.join(f"{s['candidate']}: {num(s['reach_probability'])}" for s in stages), [s["reach_probability"] for s in stages],
              "probability")
     res.step("cascade: cost per task", "Σ_i P(reach i) × (cost per call_i + verify_i)",
              " + ".join(f"{num(s['reach_probability'])} × ({num(first(calls[k]))} + {num(s['verify_cost'])})"

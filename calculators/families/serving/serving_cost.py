@@ -431,7 +431,7 @@ def _headline(req: ServingCostRequest, o: dict, rec: dict | None) -> str:
         chosen = "" if req.batch is not None else " (chosen to fit memory and the step target)"
         text += f", batch {hf.fmt_count(o.get('batch'))}{chosen} at {hf.fmt_count(req.context_tokens)} tokens of context"
     text += (f"): {hf.fmt_count(o.get('replicas'))} {'replica' if hf.scalar(o.get('replicas')) == 1 else 'replicas'} of "
-             f"{hf.fmt_count(o.get('devices_per_replica'))}, {hf.fmt_count(o.get('total_devices'))}{where} for "
+             f"{hf.fmt_count(o.get('devices_per_replica'))} = {hf.fmt_count(o.get('total_devices'))}{where} for "
              f"{hf.fmt_usd(o.get('cost_per_hour_usd'))}/h")
     if o.get("cost_per_mtok_at_target_usd") is not None:
         text += f", or {hf.fmt_usd(o['cost_per_mtok_at_target_usd'])} per million tokens at the target rate"

@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, GIB, Lookup,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, GIB, LIST_SEP, Lookup,
     NonNegFloat, NonNegInt, num, Outputs, OutSweep, PosFloat, PosFloatSweep, PosInt, Profile, request_inputs, Result,
 )
 from calculators.framework import headline as hf
@@ -196,10 +196,10 @@ def compute_pipeline(req: RlPipelineRequest, lookup: Lookup) -> Result:
         keep = 1.0 - req.reject_fraction
         upstream = np.minimum(g, v) if v is not None else g
         res.step("verified supply", "min(generator, verifier)" if v is not None else "generator",
-                 f"min({num(first(g))}, {num(v)})" if v is not None else num(first(g)), upstream, "samples/s")
+                 f"min({num(first(g))}{LIST_SEP}{num(v)})" if v is not None else num(first(g)), upstream, "samples/s")
         admitted = upstream * keep
         res.step("admitted supply", "verified × (1 − reject)", f"{num(first(upstream))} × (1 − {num(req.reject_fraction)})", admitted, "samples/s")
-        acc = res.step("accepted samples/s (stable upper bound)", "min(learner, admitted)", f"min({num(lr)}, {num(first(admitted))})",
+        acc = res.step("accepted samples/s (stable upper bound)", "min(learner, admitted)", f"min({num(lr)}{LIST_SEP}{num(first(admitted))})",
                        np.minimum(lr, admitted), "samples/s")
         names = np.array(["generator", "verifier", "learner"])
         if keep > 0:
