@@ -1,0 +1,120 @@
+"""The hardware values issue #26 found wrong, fixed at their source (one test per fixed value), the one rule for
+the memory of aggregates, and the new records the serving calculators read (l40s with its measured kernels,
+the MI300X's xGMI link as its default TP link)."""
+from __future__ import annotations
+
+import pytest
+
+from calculators.domain import hardware_spec, link_spec
+from calculators.perf import measured_system_of
+
+GIB = 2**30
+
+
+def _fact(lookup, hw_id: str, name: str) -> dict:
+    return lookup("hardware", hw_id)[name]
+
+
+# ------------------------------------------------------------------ the fixed values, each at its source
+
+def test_h100_pcie_memory_bandwidth_is_nvidias_2_tb_s_not_the_a100_figure(lookup):
+    fact = _fact(lookup, "h100-pcie-80gb", "memory_bandwidth_bytes_per_s")
+    assert fact["value"] == 2.0e12                       # was 2.039e12, the A100 80GB PCIe figure
+    assert fact["source"] == "aiconfigurator-h100-pcie" and fact["locator"] == "gpu.mem_bw"
+    assert hardware_spec(lookup, "h100-pcie-80gb").memory_bandwidth_bytes_per_s == 2.0e12
+    # the H100 PCIe must not carry the A100 80GB PCIe bandwidth any more
+    a100 = _fact(lookup, "a100-80gb-pcie", "memory_bandwidth_bytes_per_s")["value"]
+    assert fact["value"] != a100
+
+
+def test_gb300_nvl72_reads_288_gib_per_gpu_not_the_rack_total_over_72(lookup):
+    fact = _fact(lookup, "gb300-nvl72", "memory_bytes")
+    assert fact["per"] == "device" and fact["basis"] == "binary"
+    assert fact["value"] == 288 * GIB                     # was 20e12 per: total, i.e. 2.778e11 per GPU
+    spec = hardware_spec(lookup, "gb300-nvl72")
+    assert spec.devices == 72 and spec.memory_bytes == 288 * GIB
+    # consistent with its own note: nvidia-smi's 284,208 MiB per GPU is below the stored capacity and above 288e9
+    assert 284_208 * 2**20 < spec.memory_bytes and 284_208 * 2**20 > 288e9
+    assert "20 TB" in fact["as_published"] and "20 TB" in fact["note"]
+    assert spec.memory_bytes > 20e12 / 72
+
+
+def test_gb200_nvl72_value_and_note_agree_186_gib_per_gpu(lookup):
+    fact = _fact(lookup, "gb200-nvl72", "memory_bytes")
+    assert fact["per"] == "device" and fact["basis"] == "binary"
+    assert fact["value"] == 186 * GIB                     # was 72 x 186 GiB stored as the '13.4 TB' total
+    assert "13.4 TB" in fact["as_published"] and "372 GB" in fact["as_published"]
+    notes = lookup("hardware", "gb200-nvl72")["notes"]
+    assert "stored as printed" not in notes               # the old note contradicted the value
+    # the same GPU read through the 2-GPU superchip record (an exact binary total) gives the same figure
+    assert hardware_spec(lookup, "gb200-nvl72").memory_bytes == hardware_spec(lookup, "gb200-superchip").memory_bytes
+
+
+def test_b300_per_gpu_carries_power_and_dense_fp8_fp4_peaks(lookup):
+    spec = hardware_spec(lookup, "b300-sxm")
+    assert spec.power_w == 1100
+    assert spec.peak("FP8").flop_per_s == 4.5e15 and spec.peak("FP4").flop_per_s == 14e15
+    assert spec.peak("BF16").flop_per_s == 2.25e15
+
+
+# ------------------------------------------------------------------ one rule for aggregates (DATA-FORMAT.md)
+
+def test_every_aggregate_memory_reads_one_device_exactly(catalog):
+    """per: device, or an exact per: total binary sum (a whole number of GiB per device), or a decimal total
+    whose note says dividing it is an approximation."""
+    checked = 0
+    for rec in catalog.records["hardware"]:
+        m = rec.get("memory_bytes")
+        if rec.get("scope", "device") == "device" or not m:
+            continue
+        checked += 1
+        n = rec["devices_in_scope"]
+        if m["per"] == "device":
+            assert m["basis"] == "binary" or m.get("note"), rec["id"]
+        elif m["per"] == "total" and m["basis"] == "binary":
+            assert (m["value"] / n) % GIB == 0, f"{rec['id']}: a binary total must be an exact sum of GiB devices"
+        else:
+            assert m["per"] == "total" and "approximat" in (m.get("note") or ""), rec["id"]
+    assert checked >= 10
+
+
+# ------------------------------------------------------------------ new records the calculators read
+
+def test_l40s_is_the_measured_l40s_system_and_roofline_measures_on_it(lookup):
+    from api.envelope import run
+    from calculators.framework import jsonable
+
+    assert measured_system_of(lookup, "l40s") == "l40s"
+    spec = hardware_spec(lookup, "l40s")
+    assert spec.memory_bytes == 48 * GIB and spec.memory_bandwidth_bytes_per_s == 864e9
+    assert spec.scale_up_link == "pcie4-x16"
+    body = {"model": "qwen3-8b", "hardware": "l40s", "phase": "decode", "estimate": "measured", "batch": 8,
+            "context_tokens": 4096, "kv_format": "fp8"}
+    out = jsonable(run("roofline", body, lookup))["outputs"]
+    assert out["measured_time_s"] > 0 and out["measured_to_bound_ratio"] > 0
+    # the memory-bound floor is the stored 864 GB/s: the measured step cannot beat it
+    assert out["measured_time_s"] >= out["time_s"]
+
+
+def test_mi300x_tensor_parallel_defaults_to_xgmi_not_pcie(lookup):
+    spec = hardware_spec(lookup, "mi300x")
+    assert spec.scale_up_link == "xgmi-mi300x"
+    agg, one = link_spec(lookup, "xgmi-mi300x"), link_spec(lookup, "xgmi-mi300x-link")
+    assert agg.one_way_bytes_per_s == 7 * one.one_way_bytes_per_s == 448e9
+    assert agg.latency_s is None and agg.latency_basis == "missing"     # no sourced alpha
+    assert agg.one_way_bytes_per_s > link_spec(lookup, "pcie5-x16").one_way_bytes_per_s
+
+
+@pytest.mark.parametrize("hw_id, memory_gib", [("l4", 24), ("mi250x", 128), ("mi325x", 256), ("mi355x", 288),
+                                                ("tpu-v5e", 16), ("tpu-v6e", 32), ("tpu-v7", 192),
+                                                ("trainium2", 96), ("gaudi3", 128)])
+def test_new_device_records_read_their_vendor_capacity_as_gib(lookup, hw_id, memory_gib):
+    fact = _fact(lookup, hw_id, "memory_bytes")
+    assert fact["basis"] == "binary" and fact["value"] == memory_gib * GIB
+    assert hardware_spec(lookup, hw_id).is_device
+
+
+@pytest.mark.parametrize("link_id, published_bidirectional", [("tpu-v5e-ici", 400e9), ("tpu-v6e-ici", 800e9),
+                                                               ("gaudi3-roce-24x200g", 1200e9)])
+def test_bidirectional_totals_are_stored_one_way(lookup, link_id, published_bidirectional):
+    assert link_spec(lookup, link_id).one_way_bytes_per_s == published_bidirectional / 2
