@@ -235,7 +235,7 @@ class Benchmark(Record):
     @classmethod
     def _hf(cls, v: str) -> str:
         owner, _, name = v.partition("/")
-        if not owner or not name or " " in v:
+        if not owner or not name or " " in owner:
             raise refuse(("", f"a Hugging Face repository is owner/name, e.g. meta-llama/Llama-3.3-70B-Instruct (got {v!r})"))
         return v
 
