@@ -43,18 +43,28 @@ class Column:
 
     key: str
     label: str
-    kind: str = "int"          # int | text | s | rate | bytes | bool | usd | mode
+    kind: str = "int"          # int | text | s | rate | bytes | bool | flag | usd | mode
     title: str = ""
+    #: the value every candidate has unless a search option changes it: the column is shown only when some
+    #: candidate differs (DP attention is searched for MoE models, more than one token per step needs `mtp`)
+    unless_all: Any = None
+    #: what the table note says when the column is left out (every candidate has the usual value)
+    usual: str = ""
 
 
 COLUMNS: tuple[Column, ...] = (
     Column("hardware", "hardware", "text"), Column("mode", "mode", "mode"),
     Column("tp", "TP", title="tensor-parallel degree"), Column("pp", "PP", title="pipeline stages"),
-    Column("ep", "EP", title="expert-parallel degree"), Column("batch", "batch", title="concurrent sequences per replica"),
+    Column("ep", "EP", title="expert-parallel degree"),
+    Column("dp_attention", "DP attn", "flag", "attention data-parallel over the TP ranks, experts over all of them",
+           unless_all=False, usual="no candidate uses DP attention"),
+    Column("batch", "batch", title="concurrent sequences per replica"),
     Column("replicas", "replicas", title="decode replicas (disaggregated: of the decode pool)"),
     Column("total_devices", "devices", title="all devices of the plan"),
     Column("ttft_s", "TTFT p90", "s", "90th-percentile time to first token"),
     Column("tpot_s", "TPOT", "s", "mean time per output token"),
+    Column("tokens_per_step", "tok/step", "rate", "output tokens a sequence gains per decode step (1 + accepted MTP drafts)",
+           unless_all=1.0, usual="every candidate gains 1 token per decode step (no MTP)"),
     Column("tokens_per_s_per_device", "tok/s per device", "rate", "output tokens per second per device"),
     Column("tokens_per_s_per_user", "tok/s per user", "rate", "output tokens per second per user (1 / TPOT)"),
     Column("memory_per_device_bytes", "memory per device", "bytes", "weights + KV per device, decimal GB (10⁹ B)"),
@@ -109,7 +119,8 @@ def read_view(query: Any) -> tuple[View, dict | None]:
 
 def plan_key(c: dict) -> tuple:
     """What identifies a configuration (the best plan and the Pareto set are copies of candidates)."""
-    return (c.get("hardware"), c.get("mode"), c.get("tp"), c.get("pp"), c.get("ep"), c.get("batch"))
+    return (c.get("hardware"), c.get("mode"), c.get("tp"), c.get("pp"), c.get("ep"), bool(c.get("dp_attention")),
+            c.get("batch"))
 
 
 def _value(c: dict, key: str) -> Any:
@@ -160,6 +171,8 @@ def _cell(col: Column, c: dict, i: int) -> dict[str, Any]:
         return {"text": "—", "raw": None, "path": path, "title": "", "cls": "num" if col.kind != "text" else ""}
     if col.kind == "bool":
         return {"text": "yes" if v else "no", "raw": v, "path": path, "title": "", "cls": "yes" if v else "no"}
+    if col.kind == "flag":              # a choice, not a verdict: no pass/fail colour
+        return {"text": "yes" if v else "no", "raw": v, "path": path, "title": "", "cls": ""}
     if col.kind == "s":
         text = hf.fmt_seconds(v, 4)     # 4 figures (45.5 ms, 1.741 s): the exact value is the cell's data-value
     elif col.kind == "rate":
@@ -188,9 +201,19 @@ def _usd(v: float) -> str:
     return f"${v:.3g}"
 
 
+def columns(cands: list[dict], view: View | None = None) -> tuple[Column, ...]:
+    """The columns shown: every column, but one that only a search option fills (`unless_all`) only when some
+    candidate differs from its usual value, or the table is sorted by it."""
+    def differs(col: Column) -> bool:
+        return any((c.get(col.key) if c.get(col.key) is not None else col.unless_all) != col.unless_all for c in cands)
+    return tuple(col for col in COLUMNS
+                 if col.unless_all is None or differs(col) or (view is not None and view.sort == col.key))
+
+
 def table(name: str, body: dict, cands: list[dict], view: View, best: int | None, pareto: set[int]) -> dict[str, Any]:
     """Header links and the rows shown: the best plan, the Pareto set and the first rows of the sorted rest."""
     ranked = order(cands, view)
+    shown_cols = columns(cands, view)
     limit = MAX_ROWS if view.all else ROWS
     shown = set(ranked[:limit]) | pareto | ({best} if best is not None else set())
     rows: list[dict[str, Any]] = []
@@ -203,18 +226,21 @@ def table(name: str, body: dict, cands: list[dict], view: View, best: int | None
         last = pos
         c = cands[i]
         rows.append({"index": i, "rank": pos + 1, "best": i == best, "pareto": i in pareto, "meets": bool(c.get("meets_slo")),
-                     "cells": [_cell(col, c, i) for col in COLUMNS]})
+                     "cells": [_cell(col, c, i) for col in shown_cols]})
     if len(ranked) - 1 > last:
         rows.append({"gap": len(ranked) - 1 - last})
     heads = []
-    for col in COLUMNS:
+    for col in shown_cols:
         active = view.sort == col.key
         heads.append({"key": col.key, "label": col.label, "title": col.title, "active": active,
                       "aria": ("descending" if view.desc else "ascending") if active else None,
                       "url": urls.calculator_view(name, body, fragment=ANCHOR,
                                                   **view.params(sort=col.key, desc=1 if active and not view.desc else None))})
     hidden = len(cands) - sum(1 for r in rows if "index" in r)
-    return {"heads": heads, "rows": rows, "total": len(cands), "hidden": hidden, "view": view,
+    usual = [col.usual for col in COLUMNS if col not in shown_cols]
+    folded = (usual[0][:1].upper() + "; ".join(usual)[1:] + (": that column is" if len(usual) == 1 else ": those columns are")
+              + " left out.") if usual else ""
+    return {"heads": heads, "rows": rows, "total": len(cands), "hidden": hidden, "view": view, "folded": folded,
             "ranking_url": urls.calculator_view(name, body, fragment=ANCHOR, **view.params(sort=None, desc=None)),
             "all_url": urls.calculator_view(name, body, fragment=ANCHOR, **view.params(all=1)) if hidden and not view.all else None,
             "fewer_url": urls.calculator_view(name, body, fragment=ANCHOR, **view.params(all=None)) if view.all else None,
@@ -280,6 +306,11 @@ def _split_bits(c: dict) -> list[str]:
         bits.append(f"PP {c['pp']}")
     if (c.get("ep") or 1) > 1:
         bits.append(f"EP {c['ep']}")
+    if c.get("dp_attention"):
+        bits.append("DP attention")
+    tps = c.get("tokens_per_step")
+    if tps is not None and tps != 1:            # before the batch: "batch 1,024, 1.85 …" would run two numbers together
+        bits.append(f"{num(tps, 3)} tok/step")
     bits.append(f"batch {c['batch']}")
     return bits
 
