@@ -32,6 +32,7 @@ from uvicorn.supervisors import multiprocess as _multiprocess
 from uvicorn.supervisors.multiprocess import Multiprocess, Process
 
 from api.settings import Settings
+from calculators.framework import limits
 
 log = logging.getLogger("uvicorn.error")
 
@@ -245,6 +246,7 @@ class _Worker(Process):
     def target(self, sockets: list | None = None) -> None:  # pragma: no cover - runs in the worker
         parent = multiprocessing.parent_process()
         die_with_parent(parent.pid if parent is not None and parent.pid else os.getppid())
+        limits.cap_memory()          # past it a calculation gets MemoryError (a 503), not the kernel's OOM kill
         super().target(sockets)
 
 
@@ -352,6 +354,7 @@ def run(config: uvicorn.Config) -> int:
             supervisor.run()
             return 0 if supervisor.signalled else START_FAILED
         server = uvicorn.Server(config)
+        limits.cap_memory()              # the one worker: as in `_Worker.target`
         # uvicorn re-raises a caught SIGTERM/SIGINT after its graceful shutdown; end quietly with status 0 then
         previous = {sig: signal.signal(sig, _stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:

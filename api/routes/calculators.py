@@ -38,7 +38,8 @@ LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
           "the problem names the `limit` ({name, env, value}), the request's `cost` (points, variants, series, "
           "point-evaluations, estimated CPU seconds, memory and answer bytes) and `advice` on how to split it."},
     503: {"model": S.Problem, "description": "Every calculation thread is busy and the queue is full: retry after "
-          "the seconds in the `Retry-After` header.", "headers": {"Retry-After": {
+          "the seconds in the `Retry-After` header. Also a calculation the guard stopped (`overrun`: past the CPU "
+          "seconds one request may spend; `out-of-memory`: past the worker's memory cap).", "headers": {"Retry-After": {
               "description": "Seconds to wait before retrying.", "schema": {"type": "integer"}}}},
 }
 
@@ -113,15 +114,19 @@ def _prepared(name: str, body: dict) -> tuple[Any, limits.Cost | None]:
 
 def _run_items(items: list[S.BatchItem], bodies: list[Any], store: Store) -> list[dict]:
     """Every item of a batch, one after the other on this thread. The first MAX_DETAILED_FAILURES failed items
-    answer their full (bounded) problem, later ones `brief_problem`: title, status and how many errors."""
+    answer their full (bounded) problem, later ones `brief_problem`: title, status and how many errors. The items
+    share one CPU guard (a batch is one request): when it stops an item, the batch is answered with its 503."""
     results, failed = [], 0
-    for item, body in zip(items, bodies):
-        try:
-            results.append({"status": 200, "response": calculate_here(item.calculator, body, store)})
-        except CalculationFailed as exc:
-            failed += 1      # past the first failures, an item's problem is brief: the answer stays bounded
-            problem = exc.body if failed <= MAX_DETAILED_FAILURES else brief_problem(exc.body)
-            results.append({"status": exc.status, "problem": problem})
+    with limits.guard():
+        for item, body in zip(items, bodies):
+            try:
+                results.append({"status": 200, "response": calculate_here(item.calculator, body, store)})
+            except CalculationFailed as exc:
+                if exc.status == 503:
+                    raise
+                failed += 1      # past the first failures, an item's problem is brief: the answer stays bounded
+                problem = exc.body if failed <= MAX_DETAILED_FAILURES else brief_problem(exc.body)
+                results.append({"status": exc.status, "problem": problem})
     return results
 
 

@@ -28,6 +28,35 @@ LAYOUT_KEYS = ("layer_types", "sliding_window_pattern", "hybrid_layer_pattern", 
                "linear_attn_config", "compress_ratios", "index_head_dim")
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3fn": "fp8"}
 
+# Upper bounds on the counts a config gives, far above any published model (the largest today: 126 layers,
+# 384 routed experts, 128 query heads, hidden 18,432, vocabulary 262,144), so that a config cannot make the
+# reader or a calculator do work or allocate memory in proportion to an absurd count: a layer count of 1e9 is a
+# 422 naming the key and its bound, not a billion-entry layer list. Every count read goes through one of them.
+#: (bound, what it bounds) per group of keys
+_BOUND_GROUPS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+    (1_000, "layers", ("num_hidden_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_modules",
+                       "first_k_dense_replace", "max_window_layers")),
+    (4_096, "experts", ("n_routed_experts", "num_local_experts", "num_experts", "moe_num_experts", "n_shared_experts",
+                        "num_shared_experts", "num_experts_per_tok", "num_experts_per_token", "top_k_experts",
+                        "moe_topk", "experts_per_token", "n_groups")),
+    (4_096, "heads", ("num_attention_heads", "num_key_value_heads", "num_global_key_value_heads",
+                      "swa_num_key_value_heads", "mamba_num_heads", "linear_num_value_heads", "linear_num_key_heads",
+                      "num_heads", "index_n_heads")),
+    (262_144, "the hidden size", ("hidden_size",)),
+    (10**7, "the vocabulary", ("vocab_size",)),
+    (2**20, "a width", ("intermediate_size", "moe_intermediate_size", "shared_intermediate_size",
+                        "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size", "share_expert_dim",
+                        "dense_intermediate_size", "intermediate_size_mlp", "moe_latent_size",
+                        "routed_expert_hidden_size", "kv_lora_rank", "q_lora_rank", "head_dim", "attention_head_dim",
+                        "global_head_dim", "qk_rope_head_dim", "qk_nope_head_dim", "qk_head_dim", "v_head_dim",
+                        "swa_head_dim", "swa_v_head_dim", "index_head_dim", "mamba_head_dim", "ssm_state_size",
+                        "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel_dim", "conv_kernel")),
+)
+#: the bound of every other count (context lengths, windows, layer intervals): 1e9
+DEFAULT_BOUND = (10**9, "a count")
+#: key -> (its upper bound, what it bounds)
+BOUNDS: dict[str, tuple[int, str]] = {k: (bound, what) for bound, what, keys in _BOUND_GROUPS for k in keys}
+
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
@@ -60,6 +89,9 @@ class _Reader:
             raise self.err(k, f"a count is needed, got {v!r}")
         if v < minimum:
             raise self.err(k, f"must be >= {minimum}, got {v}")
+        bound, what = BOUNDS.get(k, DEFAULT_BOUND)
+        if v > bound:
+            raise self.err(k, f"must be ≤ {bound:,} (the bound on {what}, far above any published model), got {v:,}")
         return v
 
     def opt_int(self, k: str, minimum: int = 0) -> int | None:

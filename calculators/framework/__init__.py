@@ -22,7 +22,7 @@ from calculators.framework.sweeps import (
 )
 from calculators.framework.text import LIST_SEP, fmt_bytes, fmt_flops, fmt_rate, fmt_s, num, num_list
 from calculators.framework.result import Result, Step, aligned, quiet, request_inputs, sum_list, whole_numbers
-from calculators.framework.limits import Profile, Series, list_series, request_value, sweep_length
+from calculators.framework.limits import Profile, Series, Work, checkpoint, list_series, request_value, sweep_length
 from calculators.framework.outputs import OutCountSweep, OutNum, OutSweep, Outputs
 from calculators.framework.calculator import Calculator, Chart
 
@@ -30,8 +30,8 @@ __all__ = [
     'CalcInputError', 'CalcRequest', 'Calculator', 'Chart', 'Fraction', 'FractionSweep', 'GB', 'GIB', 'GRID_FIELD',
     'IDS', 'IntPoints', 'KB', 'KIB', 'LIST_SEP', 'Lookup', 'MAX_LIST_LENGTH', 'MAX_SWEEP_POINTS', 'MAX_VALUE', 'MB', 'MIB',
     'NonNegFloat', 'OutCountSweep', 'OutNum', 'OutSweep', 'Outputs', 'NonNegFloatSweep', 'NonNegInt', 'NonNegIntSweep', 'Points', 'PosFloat', 'PosFloatSweep',
-    'PosInt', 'PosIntSweep', 'Profile', 'RecordMemo', 'Series', 'list_series', 'request_value', 'sweep_length', 'Result', 'Step', 'TB', 'TIB', 'TransientRecord', 'UnknownId', 'aligned',
-    'arr', 'broadcast', 'fact_source', 'fact_value', 'fetch', 'first', 'fmt_bytes', 'fmt_flops', 'fmt_rate',
+    'PosInt', 'PosIntSweep', 'Profile', 'RecordMemo', 'Series', 'list_series', 'request_value', 'sweep_length', 'Result', 'Step', 'TB', 'TIB', 'TransientRecord', 'UnknownId', 'Work', 'aligned',
+    'arr', 'broadcast', 'checkpoint', 'fact_source', 'fact_value', 'fetch', 'first', 'fmt_bytes', 'fmt_flops', 'fmt_rate',
     'fmt_s', 'grid_axes', 'grid_shape', 'ids_of', 'is_sweep', 'jsonable', 'no_lookup', 'num', 'num_list', 'on_grid', 'out',
     'quiet', 'request_inputs', 'sum_list', 'whole_numbers',
 ]

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel
 
-from calculators.framework.limits import Profile, SeriesHook
+from calculators.framework.limits import Profile, SeriesHook, WorkHook
 from calculators.framework.lookup import Lookup
 from calculators.framework.result import Result
 
@@ -60,6 +60,7 @@ class Calculator:
     profile: Profile | None = None              # cost of one point-evaluation (CPU s, peak B, answer B), measured by
                                                 # benchmarks/bench_limits.py; None: limits.DEFAULT_PROFILE
     series: SeriesHook | None = None            # what it multiplies every point by (candidates, configurations …)
+    work: WorkHook | None = None                # work its points do not count (Monte Carlo draws …), priced by limits
     mcp_tool: bool = False                      # offered as an MCP tool of its own (every one is reachable by `calculate`)
     compare: tuple[str, tuple[str, ...]] | None = None   # site sweep previews: one line per value of this request field
     page_section: str | None = None             # a site page section of its own (e.g. "planner")

@@ -15,14 +15,27 @@ point-evaluation, measured by `benchmarks/bench_limits.py`), the estimated CPU t
 size follow. A calculator that multiplies points by a list of its own declares a `series` hook (`Series`). A request over any limit is refused with a 413 that names the limit, the request's cost and
 how to split it. A batch is one request: its items' costs are summed against the same limits (`check_total`).
 
+Work that does not scale with the points is priced too (`Work`): the Monte Carlo draws of a calculator's `work`
+hook, and the layers of a `model_config` (read per request; its counts are bounded by the reader, see
+`calculators.domain.hf_reader.BOUNDS`). Their CPU seconds and memory add to the estimate, summed across a batch.
+
+The estimate can be wrong, so a calculation also runs under a guard (`guard`, `checkpoint`): the CPU time of its
+thread is checked at every step of a calculation and in the long loops (Monte Carlo rounds, planner searches), and
+past GUARD_CPU_S the calculation stops with `Overrun` (a 503 problem; the worker goes on). A server worker also caps
+its data segment (`cap_memory`: RLIMIT_DATA at its size at start + GUARD_MEMORY_BYTES), so that an allocation
+beyond it fails with MemoryError (a 503 problem) instead of the kernel killing the worker.
+
 Every limit is a constant below, overridable by an environment variable `CASEBOOK_LIMIT_<NAME>`.
 """
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from calculators.framework.errors import CalcInputError
@@ -45,13 +58,17 @@ POOL_QUEUE = 16
 INLINE_EVALUATIONS = 2_000
 #: seconds a client is asked to wait (Retry-After) when the pool is full
 RETRY_AFTER_S = 2
+#: the guard: CPU seconds (of the calculating thread) one request may really spend, whatever its estimate said
+GUARD_CPU_S = 10.0
+#: the guard: bytes a server worker's data segment may grow past its size at start (RLIMIT_DATA)
+GUARD_MEMORY_BYTES = 2 * 2**30
 
 ENV_PREFIX = "CASEBOOK_LIMIT_"
 #: each limit: (constant's name, its default) — the env var is ENV_PREFIX + name
 DEFAULTS: dict[str, int | float] = {
     "EVALUATIONS": EVALUATIONS, "CPU_S": CPU_S, "MEMORY_BYTES": MEMORY_BYTES, "ANSWER_BYTES": ANSWER_BYTES,
     "POOL_WORKERS": POOL_WORKERS, "POOL_QUEUE": POOL_QUEUE, "INLINE_EVALUATIONS": INLINE_EVALUATIONS,
-    "RETRY_AFTER_S": RETRY_AFTER_S,
+    "RETRY_AFTER_S": RETRY_AFTER_S, "GUARD_CPU_S": GUARD_CPU_S, "GUARD_MEMORY_BYTES": GUARD_MEMORY_BYTES,
 }
 
 
@@ -83,7 +100,9 @@ def describe_limits() -> str:
         f"{limit('ANSWER_BYTES') / 2**20:,.0f} MiB answer (`{ENV_PREFIX}ANSWER_BYTES`). Costly calculations run "
         f"in a pool of {limit('POOL_WORKERS')} threads (`{ENV_PREFIX}POOL_WORKERS`) with "
         f"{limit('POOL_QUEUE')} waiting places (`{ENV_PREFIX}POOL_QUEUE`); when it is full the answer is 503 with "
-        "`Retry-After`.")
+        "`Retry-After`. Monte Carlo draws and the layers of a `model_config` are priced too. A calculation that "
+        f"runs past {limit('GUARD_CPU_S'):g} s of CPU all the same (`{ENV_PREFIX}GUARD_CPU_S`), or past the worker's "
+        "memory cap, stops with a 503 problem.")
 
 
 # --------------------------------------------------------------------------- calibrated profiles
@@ -106,6 +125,46 @@ def profile_of(calc: Any) -> Profile:
     return getattr(calc, "profile", None) or DEFAULT_PROFILE
 
 
+# --------------------------------------------------------------------------- work beyond the points
+
+@dataclass(frozen=True)
+class Work:
+    """Work a calculation does that its point-evaluations do not count, priced from the request before any of it
+    is done (Monte Carlo draws, the layers of a `model_config` …): how much, and its estimated CPU and memory."""
+
+    units: float             # how many (draws, layers …)
+    label: str               # what they are, e.g. "random draws"
+    field: str               # the field that sets them (named in a refusal)
+    cpu_s: float             # estimated CPU seconds of all of them
+    memory_bytes: float = 0.0    # estimated peak memory they hold at once, bytes
+
+
+#: a calculator's hook: (validated request or raw body) -> the work its points do not count
+WorkHook = Callable[[Any], Iterable[Work]]
+
+#: CPU seconds to read one layer of a `model_config` and build its records (measured: benchmarks/bench_model_bounds.py,
+#: ~4 µs a layer at 10^5–10^6 layers; rounded up)
+CONFIG_LAYER_CPU_S = 1e-5
+#: peak bytes one layer of a `model_config` holds while it is read (~0.5 KB measured at 10^6 layers; rounded up)
+CONFIG_LAYER_BYTES = 1024.0
+#: a `model_config` costs at least this many layers' work (its other keys, the parameter ledger)
+CONFIG_MIN_LAYERS = 100
+#: the most layers the reader accepts (calculators.domain.hf_reader.BOUNDS); more is refused there, before work
+CONFIG_MAX_LAYERS = 1_000
+
+
+def config_work(request: Any) -> list[Work]:
+    """The work of reading the `model_config` of a request (a validated model or a raw body), if it gives one."""
+    config = request.get("model_config") if isinstance(request, dict) else getattr(request, "hf_config", None)
+    if not isinstance(config, dict):
+        return []
+    text = config.get("text_config")
+    layers = (text if isinstance(text, dict) else config).get("num_hidden_layers")
+    layers = layers if isinstance(layers, int) and not isinstance(layers, bool) and layers > 0 else 1
+    n = max(min(layers, CONFIG_MAX_LAYERS), CONFIG_MIN_LAYERS)     # beyond the bound: a 422 at once, no work
+    return [Work(n, "model_config layers", "model_config", n * CONFIG_LAYER_CPU_S, n * CONFIG_LAYER_BYTES)]
+
+
 # --------------------------------------------------------------------------- cost
 
 @dataclass
@@ -123,14 +182,15 @@ class Cost:
     sweep_field: str = ""            # the longest swept field
     grid: str = ""                   # a grid request: its axes' lengths, e.g. "batch 25 × context_tokens 100"
     narrow: str = ""                 # what to narrow when the series is too long (e.g. "tp, pp, ep, batch or hardware")
+    work: list[Work] = dc_field(default_factory=list)    # priced beyond the point-evaluations (draws, config layers)
 
     @property
     def cpu_s(self) -> float:
-        return self.evaluations * self.profile.cpu_s
+        return self.evaluations * self.profile.cpu_s + sum(w.cpu_s for w in self.work)
 
     @property
     def memory_bytes(self) -> float:
-        return self.evaluations * self.profile.memory_bytes
+        return self.evaluations * self.profile.memory_bytes + sum(w.memory_bytes for w in self.work)
 
     @property
     def answer_bytes(self) -> float:
@@ -146,14 +206,18 @@ class Cost:
             parts.append(f"{self.series:,} {self.series_label or 'series'}")
         product = self.points * self.variants * self.series
         exact = " (variants at their own sweep lengths)" if product != self.evaluations else ""
-        return " × ".join(parts) + f" = {_count(self.evaluations)} point-evaluations{exact}"
+        extra = "".join(f", and {_count(w.units)} {w.label}" for w in self.work)
+        return " × ".join(parts) + f" = {_count(self.evaluations)} point-evaluations{exact}{extra}"
 
     def as_dict(self) -> dict[str, Any]:
         """The cost as a problem extension (`cost`)."""
-        return {"calculator": self.calculator, "points": self.points, "variants": self.variants,
-                "series": self.series, "evaluations": self.evaluations,
-                "estimated_cpu_s": round(self.cpu_s, 3), "estimated_memory_bytes": int(self.memory_bytes),
-                "estimated_answer_bytes": int(self.answer_bytes)}
+        d = {"calculator": self.calculator, "points": self.points, "variants": self.variants,
+             "series": self.series, "evaluations": self.evaluations,
+             "estimated_cpu_s": round(self.cpu_s, 3), "estimated_memory_bytes": int(self.memory_bytes),
+             "estimated_answer_bytes": int(self.answer_bytes)}
+        if self.work:
+            d["work"] = {w.label: w.units for w in self.work}
+        return d
 
 
 def _count(n: float) -> str:
@@ -253,6 +317,8 @@ def cost_of(calc: Any, request: Any) -> Cost:
         cost.field = "what_if"
     elif cost.series == 1 and cost.sweep_field:
         cost.field = cost.sweep_field
+    work_of = getattr(calc, "work", None)
+    cost.work = [*config_work(request), *(work_of(request) if work_of is not None else ())]
     return cost
 
 
@@ -288,16 +354,19 @@ def _advice(cost: Cost, allowed: float) -> str:
 
 def _over(cost: Cost, evaluations: float, cpu_s: float, memory: float, answer: float) -> tuple[str, float, str, float] | None:
     """The first limit a cost of these totals is over: (name, limit, what was estimated, the point-evaluations
-    every limit together allows this calculator)."""
+    every limit together allows this calculator beside its other work)."""
     p = cost.profile
+    work_cpu, work_mem = sum(w.cpu_s for w in cost.work), sum(w.memory_bytes for w in cost.work)
     checks = (
-        ("EVALUATIONS", evaluations, lambda lim: f"limit {_count(lim)} point-evaluations", 1.0),
-        ("CPU_S", cpu_s, lambda lim: f"~{cpu_s:.3g} s of CPU estimated, limit {lim:g} s", p.cpu_s),
-        ("MEMORY_BYTES", memory, lambda lim: f"~{_mib(memory)} of memory estimated, limit {_mib(lim)}", p.memory_bytes),
-        ("ANSWER_BYTES", answer, lambda lim: f"an answer of ~{_mib(answer)} estimated, limit {_mib(lim)}", p.answer_bytes),
+        ("EVALUATIONS", evaluations, lambda lim: f"limit {_count(lim)} point-evaluations", 1.0, 0.0),
+        ("CPU_S", cpu_s, lambda lim: f"~{cpu_s:.3g} s of CPU estimated, limit {lim:g} s", p.cpu_s, work_cpu),
+        ("MEMORY_BYTES", memory, lambda lim: f"~{_mib(memory)} of memory estimated, limit {_mib(lim)}", p.memory_bytes,
+         work_mem),
+        ("ANSWER_BYTES", answer, lambda lim: f"an answer of ~{_mib(answer)} estimated, limit {_mib(lim)}", p.answer_bytes,
+         0.0),
     )
-    allowed = min(limit(name) / per_eval for name, _, _, per_eval in checks if per_eval > 0)
-    for name, value, words, _ in checks:
+    allowed = min(max(limit(name) - other, 0.0) / per_eval for name, _, _, per_eval, other in checks if per_eval > 0)
+    for name, value, words, _, _ in checks:
         lim = limit(name)
         if value > lim:
             return name, lim, words(lim), allowed
@@ -311,9 +380,23 @@ def check(calc: Any, request: Any) -> Cost:
     if over is None:
         return cost
     name, lim, words, allowed = over
-    advice = _advice(cost, allowed)
-    raise LimitExceeded(cost.field, f"{calc.name}: {cost.describe()}: {words}: {advice}",
+    field, advice = cost.field, _advice(cost, allowed)
+    heavy = _heaviest_work(cost, name, lim)
+    if heavy is not None:
+        field, advice = heavy.field, f"lower `{heavy.field}` ({_count(heavy.units)} {heavy.label} estimated at " + (
+            f"~{heavy.cpu_s:.3g} s of CPU)" if name == "CPU_S" else f"~{_mib(heavy.memory_bytes)})")
+    raise LimitExceeded(field, f"{calc.name}: {cost.describe()}: {words}: {advice}",
                         limit_name=name, limit_value=lim, cost=cost.as_dict(), advice=advice)
+
+
+def _heaviest_work(cost: Cost, name: str, lim: float) -> Work | None:
+    """The priced work that takes the larger part of a CPU or memory limit `name` the cost is over, if any does."""
+    if name not in ("CPU_S", "MEMORY_BYTES") or not cost.work:
+        return None
+    size = (lambda w: w.cpu_s) if name == "CPU_S" else (lambda w: w.memory_bytes)
+    heavy = max(cost.work, key=size)
+    points = cost.evaluations * (cost.profile.cpu_s if name == "CPU_S" else cost.profile.memory_bytes)
+    return heavy if size(heavy) >= points else None
 
 
 def check_total(costs: Iterable[Cost], where: str = "requests") -> None:
@@ -341,3 +424,83 @@ def check_total(costs: Iterable[Cost], where: str = "requests") -> None:
             raise LimitExceeded(where, f"batch of {len(costs):,} items: {unit}: {advice}",
                                 limit_name=name, limit_value=lim, cost=cost, advice=advice)
 
+
+
+# --------------------------------------------------------------------------- the guard (the last line)
+
+class Overrun(Exception):
+    """A calculation stopped by the guard: its thread ran past GUARD_CPU_S seconds of CPU (a 503 problem).
+
+    Not a CalcInputError, so that no calculator's handling of bad input can swallow it."""
+
+    def __init__(self, spent_s: float, limit_s: float):
+        self.spent_s, self.limit_s = spent_s, limit_s
+        self.extensions = {"limit": {"name": "guard_cpu_s", "env": ENV_PREFIX + "GUARD_CPU_S", "value": limit_s},
+                           "spent_cpu_s": round(spent_s, 3)}
+        super().__init__(f"the calculation was stopped after {spent_s:.3g} s of CPU (the guard's limit is {limit_s:g} s, "
+                         "although its estimate was within the limits): send a smaller request")
+
+
+_guarded = threading.local()
+
+
+@contextmanager
+def guard(cpu_s: float | None = None) -> Iterator[None]:
+    """Run the block under the CPU guard: `checkpoint()` inside it raises Overrun once this thread has spent more than
+    `cpu_s` (default GUARD_CPU_S) seconds of CPU since the block began. A guard inside a guard keeps the outer one's
+    budget: a batch is one request, its items share one."""
+    if getattr(_guarded, "deadline", None) is not None:
+        yield
+        return
+    budget = float(limit("GUARD_CPU_S") if cpu_s is None else cpu_s)
+    start = time.thread_time()
+    _guarded.start, _guarded.deadline, _guarded.budget = start, start + budget, budget
+    try:
+        yield
+    finally:
+        _guarded.deadline = None
+
+
+def checkpoint() -> None:
+    """Overrun when the calculation running on this thread is past its guard's CPU budget (a no-op outside a guard;
+    ~0.3 µs, so that it can sit in every step and long loop)."""
+    deadline = getattr(_guarded, "deadline", None)
+    if deadline is not None:
+        now = time.thread_time()
+        if now > deadline:
+            raise Overrun(now - _guarded.start, _guarded.budget)
+
+
+def _data_bytes() -> int | None:
+    """This process's data segment (VmData), bytes; None where /proc is not there."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def cap_memory(headroom: float | None = None) -> int | None:
+    """Cap this process's data segment (RLIMIT_DATA: heap and private writable mappings, where NumPy's buffers live)
+    at its present size + `headroom` (default GUARD_MEMORY_BYTES; 0 leaves it uncapped), so that a calculation that
+    allocates past it gets MemoryError (answered as a 503) instead of the kernel killing the worker. Returns the cap,
+    or None when none was set (no /proc, no `resource`, or headroom 0). A server worker calls it once at start."""
+    headroom = float(limit("GUARD_MEMORY_BYTES") if headroom is None else headroom)
+    now = _data_bytes()
+    if headroom <= 0 or now is None:
+        return None
+    try:
+        import resource
+    except ImportError:                 # pragma: no cover - not a POSIX system
+        return None
+    cap = int(now + headroom)
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    if soft != resource.RLIM_INFINITY and soft <= cap:
+        return soft
+    resource.setrlimit(resource.RLIMIT_DATA, (cap, hard))
+    return cap

@@ -12,6 +12,7 @@ from pydantic import (BaseModel)
 
 from calculators.framework.request import Points
 from calculators.framework.sweeps import first, is_sweep, out
+from calculators.framework.limits import checkpoint
 
 # --------------------------------------------------------------------------- results
 
@@ -43,7 +44,9 @@ class Result:
     grid_shape: tuple[int, ...] | None = None
 
     def step(self, label: str, formula: str, substituted: str, value: Any, unit: str) -> Any:
-        """Record one explanation step and hand its value back, so formulas read inline."""
+        """Record one explanation step and hand its value back, so formulas read inline (and a guarded calculation
+        past its CPU budget stops here: `limits.checkpoint`)."""
+        checkpoint()
         self.steps.append(Step(label, formula, substituted, first(value) if is_sweep(value) else out(value), unit))
         return value
 

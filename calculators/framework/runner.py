@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from calculators.framework import limits
@@ -115,10 +116,10 @@ def omitted_text(omitted: dict[str, int]) -> str:
 
 @dataclass
 class RunError(Exception):
-    """A request that cannot be answered; `status` follows HTTP (404, 413, 422, 500)."""
+    """A request that cannot be answered; `status` follows HTTP (404, 413, 422, 500; 503 when the guard stops it)."""
 
     status: int
-    kind: str                    # not-found | validation | too-large | calculator-bug
+    kind: str                    # not-found | validation | too-large | overrun | out-of-memory | calculator-bug
     title: str
     detail: str                  # what is wrong, in words, without pointers (made from `lead` and the errors when given)
     errors: list[FieldError] = field(default_factory=list)
@@ -300,7 +301,10 @@ def compute(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculato
         raise unknown_calculator(name)
     request = body if isinstance(body, calc.request_model) else calc.request_model.model_validate(body)
     limits.check(calc, request)      # bounded work: refuse (LimitExceeded, a 413) before any of it is done
-    res = calc.compute(request, lookup)
+    # the guard is the last line (limits.Overrun past its CPU budget); NumPy's floating-point warnings are off for
+    # every calculator, as `quiet` does: extreme inputs overflow to inf and the outputs report non-finite as null
+    with limits.guard(), np.errstate(all="ignore"):
+        res = calc.compute(request, lookup)
     notes = renamed_notes(request)   # old field names: read, and the answer says what they are now
     notes = [*unit_notes(request), *notes]   # unit strings read, implausible bare numbers (warnings first)
     if notes:
@@ -330,5 +334,12 @@ def solve(name: str, body: Any, lookup: Lookup = no_lookup) -> tuple[Calculator,
             raise RunError(422, "validation", "Invalid request", "", [FieldError(field, exc.message)], lead="") from None
         raise RunError(exc.status, "too-large", "Request too large", "", [FieldError(field, exc.message)],
                        extensions=getattr(exc, "extensions", {}), lead="") from None
+    except limits.Overrun as exc:     # the guard stopped it: the estimate was wrong; the worker goes on
+        raise RunError(503, "overrun", "Calculation stopped", str(exc), extensions=dict(exc.extensions)) from None
+    except MemoryError:               # past the worker's memory cap (limits.cap_memory): refused, the worker lives
+        raise RunError(503, "out-of-memory", "Calculation out of memory",
+                       f"{name} needed more memory than this server worker may use; send a smaller request",
+                       extensions={"limit": {"name": "guard_memory_bytes", "env": limits.ENV_PREFIX + "GUARD_MEMORY_BYTES",
+                                             "value": limits.limit("GUARD_MEMORY_BYTES")}}) from None
     except (ArithmeticError, ValueError) as exc:  # a calculator bug on accepted input: say so, never hide it
         raise RunError(500, "calculator-bug", "Calculator error", f"{name} failed on a valid request: {exc}") from None

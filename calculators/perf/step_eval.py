@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from calculators.framework import CalcInputError
+from calculators.framework import CalcInputError, checkpoint
 from calculators.perf.measured import allreduce_kernel, attention_kernel, flags_of, gemm_kernel, moe_kernel
 from calculators.perf.measured_layers import LayerKernels
 from calculators.perf.measured_tables import HOLE, OUTSIDE, MeasuredSystem, Rates, table_dtype
@@ -108,6 +108,7 @@ def bound_of(step: StepOps, rates: Rates) -> Bound:
     comp = np.zeros(shape)
     parts: dict[str, np.ndarray] = {}
     bw = rates.memory_bandwidth_bytes_per_s
+    checkpoint()        # the guard (limits.guard): a planner search past its CPU budget stops here
     for op in step.ops:
         if op.kind in COMM_KINDS:
             continue
@@ -159,6 +160,7 @@ def measured_of(step: StepOps, system: MeasuredSystem, framework: str | None = N
     used: set[str] = set()
     gemms = _gemm_lookups(step, system)       # GEMMs and fused MoE layers, one table pass per precision
     for op in step.ops:
+        checkpoint()    # the guard (limits.guard): each measured lookup may be costly
         sh = op.shape
         try:
             if op.kind == "gemm":

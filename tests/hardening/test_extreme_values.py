@@ -6,6 +6,9 @@ numbers; the fields of a first-level object, of the first object of a list and o
 smallest subnormal, a subnormal, a tiny normal and the largest value a request takes (MAX_VALUE); a property test
 then sets a few of them at once (a tiny numerator over a huge denominator, as in the audit's case). Every answer
 must be below 500, and a 200 answers finite numbers or null.
+
+NumPy's floating-point warnings ("overflow encountered in …") are errors here: every calculator runs with them off
+(the runner's `np.errstate`, as `quiet` does), so a calculation that prints one again fails this test (as a 500).
 """
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ from calculators.framework import MAX_VALUE
 from calculators.framework.registry import REGISTRY
 
 EXTREMES = (5e-324, 2.2e-311, 1e-300, MAX_VALUE)
+
+#: NumPy's RuntimeWarnings ("overflow encountered in divide", "invalid value encountered in …") raise
+pytestmark = pytest.mark.filterwarnings("error:.*encountered in:RuntimeWarning")
 
 
 def _number(v) -> bool:

@@ -23,9 +23,9 @@ import numpy as np
 from pydantic import Field
 
 from calculators.framework import (
-    broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_bytes, fmt_s, Fraction, FractionSweep,
-    Lookup, MAX_LIST_LENGTH, NonNegFloat, NonNegInt, num, out, Outputs, OutSweep, PosFloat, PosInt, request_inputs,
-    Result,
+    broadcast, CalcInputError, CalcRequest, Calculator, Chart, checkpoint, first, fmt_bytes, fmt_s, Fraction,
+    FractionSweep, Lookup, MAX_LIST_LENGTH, NonNegFloat, NonNegInt, num, out, Outputs, OutSweep, PosFloat, PosInt,
+    request_inputs, request_value, Result, sweep_length, Work,
 )
 from calculators.framework import headline as hf
 from calculators.domain import FormatField, MODEL_CONFIG_FIELD
@@ -45,6 +45,26 @@ K_SEARCH = np.arange(1, 33)
 MAX_DRAWS = 20_000_000
 #: largest draft length k (draft tokens verified per round)
 MAX_DRAFT_TOKENS = 4096
+#: the simulation's cost for the cost model, before it runs: CPU seconds per Bernoulli draw (13–20 ns measured by
+#: benchmarks/bench_model_bounds.py; rounded up), and the bytes per draw of one block of about BLOCK_DRAWS draws
+#: (uniforms, acceptance flags, prefix products) held at once
+DRAW_CPU_S = 25e-9
+DRAW_BYTES = 32.0
+BLOCK_DRAWS = 1_000_000
+
+
+def simulation_work(request) -> list[Work]:
+    """The Monte Carlo draws a request asks for (points × rounds × the longest draft), priced before any is drawn,
+    so that a batch of simulations is summed against the limits like its points (the cost model's `work` hook)."""
+    rounds = request_value(request, "simulate.rounds")
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds <= 0:
+        return []
+    alpha, k = request_value(request, "acceptance_rate"), request_value(request, "draft_tokens")
+    points = max(sweep_length(alpha), sweep_length(k))
+    ks = k if isinstance(k, (list, tuple)) else [4 if k is None else k]
+    longest = max((x for x in ks if isinstance(x, int) and not isinstance(x, bool) and x > 0), default=1)
+    draws = points * rounds * longest
+    return [Work(draws, "random draws", "simulate.rounds", draws * DRAW_CPU_S, min(draws, BLOCK_DRAWS) * DRAW_BYTES)]
 
 #: k: draft tokens per round, 1..4096 (a scalar or a sweep)
 DraftTokens = Annotated[int, Field(ge=1, le=MAX_DRAFT_TOKENS)]
@@ -193,9 +213,10 @@ def compute_speculative(req: SpeculativeRequest, lookup: Lookup) -> Result:
         kv = np.broadcast_to(k, np.shape(e)).reshape(-1).astype(int)
         s1 = np.zeros(npts)
         s2 = np.zeros(npts)
-        block = max(1, 1_000_000 // max(npts * kmax, 1))
+        block = max(1, BLOCK_DRAWS // max(npts * kmax, 1))
         done = 0
         while done < sim.rounds:
+            checkpoint()        # the guard: stop past the request's CPU budget (limits.guard)
             n = min(block, sim.rounds - done)
             # u[p, r, j] < α  ⇔  draft j of round r at point p is accepted (if all before it were)
             u = rng.random((npts, n, kmax))
@@ -518,6 +539,7 @@ CALCULATORS = [
                  "target_step_s": 0.001, "simulate": {"rounds": 20000, "seed": 7}},
         cases=("speculative-execution", "history-drafts-and-rollout", "inference-training-scenarios"),
         sweepable=("acceptance_rate", "draft_tokens"),
+        work=simulation_work,
         chart=Chart(x="acceptance_rate", y=("speedup", "page_rule_speedup"), x_label="acceptance rate α", y_label="speedup ×"),
     ),
     Calculator(
