@@ -29,11 +29,13 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from api.mcp_text import calculation_text, structured_content_supported
+from api import benchmark_text
 from api.queries import CaseQuery, HardwareQuery, Kind, LinkQuery, ListQuery, ModelQuery
 from api.responses import dumps
 from api.schemas import Envelope
 from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
+from knowledge.records.benchmark import BenchmarkFramework
 from calculators.framework.registry import REGISTRY, Calculator
 from calculators.framework import jsonable
 from calculators.framework.runner import field_errors
@@ -45,7 +47,8 @@ INSTRUCTIONS = (
     "example; calculate(name, request) runs any of them (the most-used also have their own tools, e.g. "
     "kv_cache). Results carry a one-sentence headline, outputs, steps (formula, numbers substituted, value, "
     "unit), assumptions, sources and links to the book's cases. Ids: list_models, list_hardware, list_links, "
-    "list_cases, search. Units are SI with the unit in the field name."
+    "list_cases, search. Published serving measurements (what others measured for a model on an accelerator): "
+    "find_benchmarks. Units are SI with the unit in the field name."
 )
 
 #: every tool only reads the store and computes: same input, same answer, nothing outside the service
@@ -444,6 +447,15 @@ class SearchArgs(_Args):
     limit: Limit = 10
 
 
+class FindBenchmarksArgs(_Args):
+    model: Text = Field(None, description="Store model id or Hugging Face name, or part of one (deepseek-r1, "
+                                          "Llama-3.1-405B).")
+    hardware: Text = Field(None, description="Store hardware id or the published accelerator name, or part of one "
+                                             "(h200-sxm, MI300X).")
+    framework: BenchmarkFramework | None = Field(None, description="vllm, sglang, trtllm or other.")
+    limit: Annotated[int, Field(ge=1, le=50, description="Points to return.")] = 10
+
+
 def _id_args(field: str, example: str) -> type[_Args]:
     return type(f"Get_{field}", (_Args,), {
         "__annotations__": {field: str},
@@ -598,6 +610,32 @@ class _Tools:
                         "items": [{"kind": d.kind, "id": d.id, "title": d.title, "url": d.url, "api_url": d.api_url,
                                    "snippet": d.snippet, "score": round(s, 4)} for d, s in hits]})
 
+    def find_benchmarks(self, arguments: dict) -> CallToolResult:
+        """The published points nearest to a model on an accelerator: a short table with their sources as text, the
+        compact rows as structured content."""
+        a = _validate(FindBenchmarksArgs, arguments, "find_benchmarks", self.ids)
+        points = self.store.all("benchmark")
+        found = benchmark_text.nearest(points, a.model, a.hardware, a.framework)
+        shown = found[:a.limit]
+        asked = " on ".join(x for x in (a.model, a.hardware) if x) or "any model on any accelerator"
+        asked += f" with {a.framework}" if a.framework else ""
+        out: dict[str, Any] = {"total": len(found), "items": [benchmark_text.row(p) for p in shown],
+                               "list": "/api/v1/benchmarks"}
+        if not found:
+            known = [("model", a.model, [n for p in points for n in (p.get("model"), p.get("model_hf")) if n]),
+                     ("hardware", a.hardware, [n for p in points for n in (p.get("hardware"), p.get("hardware_name")) if n])]
+            hints = [f"no point for {what} {value!r}." + (phrase(close_matches(value, sorted(set(names)))) or
+                                                          f" Stored: {', '.join(sorted(set(names))[:12])}.")
+                     for what, value, names in known if value]
+            out["hint"] = " ".join(hints) or f"no point with framework {a.framework!r}."
+            text = f"No published measurement stored for {asked}. {out['hint']}"
+        else:
+            text = (f"{len(found)} published measurement(s) for {asked}, nearest first"
+                    f"{f' (showing {len(shown)})' if len(shown) < len(found) else ''}; TTFT and TPOT are the "
+                    "median where the source prints one, else the mean:\n\n" + benchmark_text.table(shown))
+        raw = _json(out)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=orjson.loads(raw))
+
     def getter(self, kind: str, field: str, example: str) -> tuple[type[_Args], Callable[[dict], CallToolResult]]:
         model = _id_args(field, example)
 
@@ -664,6 +702,9 @@ def build_tools(app) -> list[Tool]:
               "chapter.", _args_schema(ListCasesArgs)),
         _tool("search", t.search, "Search cases, models, hardware, links, frameworks, worked examples, glossary "
               "and claims (English or Chinese): ranked hits with URLs.", _args_schema(SearchArgs)),
+        _tool("find_benchmarks", t.find_benchmarks, "What did anyone measure for a model on an accelerator? Published "
+              "end-to-end serving results (MLPerf, InferenceX, vendor pages): the nearest points with configuration, "
+              "load, TTFT, TPOT, tokens/s per device and the source of each.", _args_schema(FindBenchmarksArgs)),
     ]
     for kind, field, example, desc in GETTERS:
         model, fn = t.getter(kind, field, example)

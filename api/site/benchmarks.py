@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from starlette.responses import HTMLResponse
 
+from api.benchmark_text import framework_text, latency, load_text, split_text
 from api.queries import BenchmarkFrameworkName, BenchmarkQuery, BenchmarkSort
 from api.routes.common import NotFound
 from api.site.render import distinct, page_router, pager, render, sort_links, store_of, twin
@@ -25,43 +26,6 @@ CONFIGURATION = (("model_hf", "Model (as published)"), ("hardware_name", "Accele
                  ("output_tokens", "Output tokens (mean)"), ("dataset", "Dataset"), ("date", "Date"))
 
 
-def load_text(point: dict[str, Any]) -> str:
-    """The load of a point in words: `concurrency 64`, `Poisson 4 req/s`, `offline`, `MLPerf server 83.5 req/s`."""
-    load = point.get("load") or {}
-    if load.get("concurrency"):
-        return f"concurrency {load['concurrency']}"
-    if load.get("requests_per_s"):
-        return f"Poisson {load['requests_per_s']:g} req/s"
-    if load.get("offline"):
-        return "offline"
-    if load.get("server_scenario"):
-        qps = load.get("target_qps")
-        return "server scenario" + (f" {qps:g} req/s" if qps else "")
-    return "—"
-
-
-def framework_text(point: dict[str, Any]) -> str:
-    name = point.get("framework_name") if point.get("framework") == "other" else point.get("framework")
-    return f"{name} {point['framework_version']}" if point.get("framework_version") else str(name)
-
-
-def split_text(point: dict[str, Any]) -> str:
-    """`TP8 · EP8 · DP-attn × 1`: the parallel layout of a point."""
-    parts = [f"TP{point.get('tp', 1)}"]
-    if (point.get("pp") or 1) > 1:
-        parts.append(f"PP{point['pp']}")
-    ep = point.get("ep", 1)
-    if ep is None:
-        parts.append("EP not stated")
-    elif ep > 1:
-        parts.append(f"EP{ep}")
-    if point.get("dp_attention"):
-        parts.append("DP-attn")
-    if (point.get("replicas") or 1) > 1:
-        parts.append(f"× {point['replicas']}")
-    return " · ".join(parts)
-
-
 def _groups(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Consecutive points of one model on one accelerator, as (label, store ids, points)."""
     out: list[dict[str, Any]] = []
@@ -76,16 +40,8 @@ def _groups(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _row(p: dict[str, Any]) -> dict[str, Any]:
     m = p.get("measured") or {}
-
-    def stat(name: str) -> tuple[Any, str]:
-        lat = m.get(name) or {}
-        for s in ("median", "mean"):
-            if lat.get(s) is not None:
-                return lat[s], s
-        return None, ""
-
     return {"point": p, "load": load_text(p), "framework": framework_text(p), "split": split_text(p),
-            "ttft": stat("ttft_s"), "tpot": stat("tpot_s"),
+            "ttft": latency(p, "ttft_s"), "tpot": latency(p, "tpot_s"),
             "per_device": m.get("output_tokens_per_s_per_device"), "total": m.get("output_tokens_per_s")}
 
 
