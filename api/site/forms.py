@@ -106,7 +106,10 @@ def field_specs(calc: Calculator) -> list[Spec]:
                     "kinds": sorted(kinds), "widget": widget, "enum": list(dict.fromkeys(enum)),
                     "sweepable": name in calc.sweepable, "string_only": kinds <= {"string", "enum"},
                     "array": is_array, "list_only": kinds == {"list"}, "string_items": _string_items(prop, defs),
-                    "ids": ids, "schema": prop})
+                    "ids": ids, "schema": prop,
+                    # one plain number: a phone may open its numeric keypad; a unit field ("80 GiB"), a list ("1, 2, 4")
+                    # or an id needs letters or commas, so it keeps the full keyboard
+                    "numbers_only": bool(kinds) and kinds <= {"number", "integer"}})
     return out
 
 
