@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -22,9 +23,9 @@ from api.routes import benchmarks, calculators, calibration, cases, facts, measu
 from api.routes.common import NotFound
 from api.routes import export as export_routes
 from api.settings import Settings, get_settings
-from knowledge.build import ensure_built
+from knowledge.build import STALE_REASON_ENV, ensure_servable
 from knowledge.search import build_index
-from knowledge.store import Store
+from knowledge.store import Store, StoreUnavailable
 
 log = logging.getLogger("casebook")
 
@@ -41,9 +42,17 @@ field-level `errors`. Lists take `limit`/`offset` and return `total`.
 
 
 def open_store(settings: Settings) -> Store:
+    """The store to serve, built first when allowed and needed. When the data files do not build but the store
+    that is there is sound (only older than they are), that one is served and `store_stale_reason` says why
+    (so does `casebook serve`, which passes its reason on in CASEBOOK_STORE_STALE_REASON)."""
+    stale = os.environ.get(STALE_REASON_ENV) or None
     if settings.build_if_stale:
-        ensure_built(settings.db_path)
-    return Store(settings.db_path)
+        stale = ensure_servable(settings.db_path) or stale
+        if stale:
+            log.warning("serving an older store than the data files: %s", stale)
+    store = Store(settings.db_path)
+    store.stale_reason = stale
+    return store
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -99,11 +108,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     mount_docs(app)
 
     @app.get("/healthz", response_model=S.Health, tags=["meta"], summary="Health and store identity",
-             description="200 once the store is open: version, the store's content hash and record counts.")
+             description="200 while the store reads (its file unchanged since it was opened, and a real query "
+                         "answers): version, the store's content hash, record counts, and `store_stale_reason` "
+                         "when an older store is served because the data files do not build. 503 (problem+json "
+                         "with the reason) once the store cannot be read.",
+             responses={503: {"model": S.Problem, "description": "The store cannot be read: the reason."}})
     def healthz(request: Request):
         store: Store = request.app.state.store
+        failure = store.health()
+        if failure:
+            return problem(503, "Store unreadable", failure, kind="store-unavailable", instance=request.url.path,
+                           content_hash=store.content_hash, version=settings.version)
         return {"status": "ok", "version": settings.version, "content_hash": store.content_hash,
-                "built_at": store.meta.get("built_at"),
+                "built_at": store.meta.get("built_at"), "store_stale_reason": store.stale_reason,
                 "counts": {k: store.count(k) for k in ("case", "derivation", "hardware", "link", "model",
                                                        "framework", "price", "source", "glossary", "claim")}}
 
@@ -221,6 +238,12 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RecursionError)
     async def on_recursion(request: Request, exc: RecursionError):
         return problem(400, "Body too deeply nested", "the JSON body nests too deeply to parse", kind="too-deep")
+
+    @app.exception_handler(StoreUnavailable)
+    async def on_store_unavailable(request: Request, exc: StoreUnavailable):  # a fault, not a bug: 503, the reason
+        log.error("store unreadable on %s: %s", request.url.path, exc.reason)
+        return problem(503, "Store unreadable", f"{exc.reason}; the service must be restarted on a sound store "
+                       "(see /healthz)", kind="store-unavailable", instance=request.url.path)
 
     @app.exception_handler(Exception)
     async def on_error(request: Request, exc: Exception):  # a bug: say so in problem+json, log it

@@ -128,13 +128,19 @@ def remove_stale_runtime_dirs(parent: Path) -> list[Path]:
 def _serving_snapshot(db: Path, runtime: Path, may_build: bool):
     """A verified private copy of the store (`knowledge.store.snapshot_store`), rebuilt first from the data
     files when it is missing, stale, truncated or corrupted and building is allowed; None (after saying why)
-    when it cannot be served."""
-    from knowledge.build import BuildError, build, content_hash
-    from knowledge.store import StoreInvalid, snapshot_store
+    when it cannot be served. A sound store that is only stale is served as it is when the data files do not
+    build (saying why, also to the workers: CASEBOOK_STORE_STALE_REASON, shown in /healthz); a private copy that
+    cannot be written (a full CASEBOOK_RUNTIME_DIR) stops serve without touching the store."""
+    from knowledge.build import STALE_REASON_ENV, BuildError, build, content_hash, stale_reason
+    from knowledge.store import StoreCopyFailed, StoreInvalid, snapshot_store
 
-    reason = None
+    os.environ.pop(STALE_REASON_ENV, None)
+    reason, older = None, None
     try:
         snapshot = snapshot_store(db, runtime)
+    except StoreCopyFailed as exc:
+        _copy_failed(db, exc)
+        return None
     except StoreInvalid as exc:
         snapshot, reason = None, exc.reason
     else:
@@ -144,8 +150,7 @@ def _serving_snapshot(db: Path, runtime: Path, may_build: bool):
                 print(f"casebook serve: warning: {db} was built from other data files than knowledge/data "
                       "(building is off: serving it as it is)", file=sys.stderr)
                 return snapshot
-            snapshot.path.unlink()
-            snapshot, reason = None, "stale: built from other data files"
+            snapshot, older, reason = None, snapshot, "stale: built from other data files"
     if snapshot is not None:
         return snapshot
     if not may_build:
@@ -157,18 +162,33 @@ def _serving_snapshot(db: Path, runtime: Path, may_build: bool):
     print(f"casebook serve: building {db}: {reason}", file=sys.stderr)
     try:
         build(db)
-    except BuildError as exc:
-        print(f"casebook serve: the data files do not build.\n{exc}", file=sys.stderr)
-        return None
-    except OSError as exc:
-        print(f"casebook serve: cannot write {db}: {exc}", file=sys.stderr)
-        return None
+    except (BuildError, OSError) as exc:
+        what = f"the data files do not build.\n{exc}" if isinstance(exc, BuildError) else f"cannot write {db}: {exc}"
+        print(f"casebook serve: {what}", file=sys.stderr)
+        if older is None:
+            return None
+        why = stale_reason(exc)
+        print(f"casebook serve: serving the older store {db} (content {older.content_hash[:16]}) as it is: {why}",
+              file=sys.stderr)
+        os.environ[STALE_REASON_ENV] = why
+        return older
     print(f"built {db} in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+    if older is not None:
+        older.path.unlink(missing_ok=True)
     try:
         return snapshot_store(db, runtime)
+    except StoreCopyFailed as exc:
+        _copy_failed(db, exc)
+        return None
     except StoreInvalid as exc:
         print(f"casebook serve: refusing to serve {db}: {exc.reason}", file=sys.stderr)
         return None
+
+
+def _copy_failed(db: Path, exc) -> None:
+    """Say that the private copy could not be written, and that the store itself is not at fault."""
+    print(f"casebook serve: {exc.reason} (CASEBOOK_RUNTIME_DIR). {db} itself reads fine and was left as it is "
+          "(not rebuilt); free space there or point CASEBOOK_RUNTIME_DIR at another directory.", file=sys.stderr)
 
 
 def cmd_build(args) -> int:

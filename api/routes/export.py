@@ -11,20 +11,28 @@ content hash, into a cache directory outside the store's folder (`CASEBOOK_EXPOR
 under its final name only complete (written to a temporary name, then renamed), so several server processes may
 share the directory. Nested values are JSON text in CSV (the `doc` column is each record as stored, with the source
 and locator of every number); Parquet keeps DuckDB's types.
+
+When no cache directory can take a file (the disk is full, the folder cannot be made), the configured one and then a
+private temporary one having failed, a CSV download is streamed straight from the store instead (the same bytes,
+`X-Export-Source: store`) and a Parquet download answers 503 with the reason; the write is tried again after
+RETRY_WRITE_S. A store that cannot be read answers 503 as well (`knowledge.store.StoreUnavailable`).
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, Response, StreamingResponse
 
 from api.problems import problem
 from api.responses import FastJSONResponse
@@ -34,6 +42,7 @@ from knowledge.store import KindTable, Store
 from knowledge.store import quote_identifier as _q
 
 router = APIRouter(tags=["export"])
+log = logging.getLogger("casebook")
 
 #: bump when the files written for one content hash change shape (the cache key holds it)
 EXPORT_VERSION = "1"
@@ -44,6 +53,10 @@ DUCKDB_MEDIA_TYPE = "application/octet-stream"
 DATABASE = "casebook"
 CACHE_CONTROL = "public, max-age=300"
 SHORT = 12
+#: seconds before a file that could not be written to the cache is tried again (each try writes until it fails)
+RETRY_WRITE_S = 30.0
+#: rows per chunk of a CSV streamed from the store
+STREAM_ROWS = 10_000
 
 LICENCE = ("The casebook's own compilation (code MIT, like the service). Every number inside a record's `doc` names "
            "its source and locator (see the `sources` download); the figures belong to those sources, so reuse "
@@ -169,6 +182,30 @@ def default_cache_dir() -> Path:
     return Path(base) / "casebook" / "export"
 
 
+class ExportUnwritable(Exception):
+    """No cache directory could take a download's file: the reason (the last error, errno text included)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+_NESTED = re.compile(r"\[|STRUCT|MAP|UNION")
+#: what makes DuckDB's CSV writer quote a value (besides an empty string)
+_QUOTED = re.compile(r'[,"\n\r#]')
+
+
+def _csv_text(value: str) -> str:
+    """A header name as DuckDB's CSV writer writes it."""
+    return '"' + value.replace('"', '""') + '"' if not value or _QUOTED.search(value) else value
+
+
+def _csv_field(expr: str) -> str:
+    """SQL for one CSV field of a text expression, as DuckDB's CSV writer writes it."""
+    return (f"CASE WHEN {expr} IS NULL THEN '' WHEN {expr} = '' OR regexp_matches({expr}, '[,\"\n\r#]') "
+            f"THEN '\"' || replace({expr}, '\"', '\"\"') || '\"' ELSE {expr} END")
+
+
 @dataclass
 class Exporter:
     """The downloads of one open store: the kinds, their row counts and columns, and the files, each written
@@ -181,6 +218,8 @@ class Exporter:
     _locks: dict[str, threading.Lock] = field(default_factory=dict, init=False)
     _files: dict[str, Path] = field(default_factory=dict, init=False)
     _index: dict[str, Any] | None = field(default=None, init=False)
+    _private: Path | None = field(default=None, init=False)
+    _failed: dict[str, tuple[float, str]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.kinds = kinds_of(self.store)
@@ -190,22 +229,16 @@ class Exporter:
     def short(self) -> str:
         return self.hash[:SHORT] or "unhashed"
 
-    def _dir(self) -> Path:
-        """This hash's folder in the cache (never the store's own folder; a private temporary one when the
-        configured place cannot be written)."""
+    def _roots(self) -> Iterator[Path]:
+        """Where the files may go, in order: the configured cache, then a private temporary directory (made on
+        first need); never the store's own folder."""
         store_dir = self.store.path.resolve().parent
-        for root in (self.root, None):
-            if root is None:
-                root = self.root = Path(tempfile.mkdtemp(prefix="casebook-export-"))
-            if Path(root).resolve() == store_dir:
-                continue
-            d = Path(root) / f"{self.hash or 'unhashed'}-v{EXPORT_VERSION}"
-            try:
-                d.mkdir(parents=True, exist_ok=True)
-                return d
-            except OSError:
-                continue
-        raise RuntimeError("no directory to write the downloads to")
+        if Path(self.root).resolve() != store_dir:
+            yield Path(self.root)
+        if self._private is None:
+            self._private = Path(tempfile.mkdtemp(prefix="casebook-export-"))
+        if self._private != Path(self.root):
+            yield self._private
 
     def _sql(self, sql: str) -> list[tuple]:
         return self.store._sql(sql)
@@ -214,7 +247,8 @@ class Exporter:
         return [{"name": r[0], "type": r[1]} for r in self._sql(f"DESCRIBE {kind.select}")]
 
     def file(self, kind: Kind, fmt: str) -> Path:
-        """The finished file of one kind in one format, written on first use."""
+        """The finished file of one kind in one format, written on first use. ExportUnwritable when no cache
+        directory can take it (for RETRY_WRITE_S after a failure, without trying again)."""
         key = f"{kind.name}.{fmt}"
         found = self._files.get(key)
         if found is not None and found.exists():
@@ -225,31 +259,64 @@ class Exporter:
             found = self._files.get(key)
             if found is not None and found.exists():
                 return found
-            dest = self._dir() / f"casebook-{key}"
-            if not dest.exists():
-                self._write(kind, fmt, dest)
-            self._files[key] = dest
-            return dest
+            failed = self._failed.get(key)
+            if failed is not None and time.monotonic() - failed[0] < RETRY_WRITE_S:
+                raise ExportUnwritable(failed[1])
+            errors = []
+            try:
+                for root in self._roots():
+                    d = root / f"{self.hash or 'unhashed'}-v{EXPORT_VERSION}"
+                    dest = d / f"casebook-{key}"
+                    try:
+                        d.mkdir(parents=True, exist_ok=True)
+                        if not dest.exists():
+                            self._write(kind, fmt, dest)
+                    except OSError as exc:
+                        errors.append(f"{d}: {exc.strerror or exc}")
+                        continue
+                    self._files[key] = dest
+                    self._failed.pop(key, None)
+                    return dest
+            except OSError as exc:               # not even a temporary directory can be made
+                errors.append(f"a temporary directory: {exc.strerror or exc}")
+            reason = "the export cache cannot be written (" + "; ".join(errors) + ")"
+            self._failed[key] = (time.monotonic(), reason)
+            log.warning("export %s: %s", key, reason)
+            raise ExportUnwritable(reason)
+
+    def _csv_select(self, kind: Kind) -> str:
+        """The SELECT of a CSV download: nested values (lists, structs, maps) as JSON text."""
+        cols = self.columns(kind)
+        if not any(_NESTED.search(c["type"]) for c in cols):
+            return kind.select
+        exprs = [f"to_json({_q(c['name'])})::VARCHAR AS {_q(c['name'])}" if _NESTED.search(c["type"])
+                 else _q(c["name"]) for c in cols]
+        return f"SELECT {', '.join(exprs)} FROM ({kind.select})"
 
     def _write(self, kind: Kind, fmt: str, dest: Path) -> None:
-        select = kind.select
-        if fmt == "csv":  # nested values (lists, structs, maps) as JSON text
-            cols = self.columns(kind)
-            if any(re.search(r"\[|STRUCT|MAP|UNION", c["type"]) for c in cols):
-                exprs = [f"to_json({_q(c['name'])})::VARCHAR AS {_q(c['name'])}"
-                         if re.search(r"\[|STRUCT|MAP|UNION", c["type"]) else _q(c["name"]) for c in cols]
-                select = f"SELECT {', '.join(exprs)} FROM ({kind.select})"
-            options = "FORMAT csv, HEADER true, DELIMITER ','"
+        """Write one file through a temporary name; OSError when it cannot be written."""
+        if fmt == "csv":
+            select, options = self._csv_select(kind), "FORMAT csv, HEADER true, DELIMITER ','"
         else:
-            options = "FORMAT parquet, COMPRESSION zstd"
+            select, options = kind.select, "FORMAT parquet, COMPRESSION zstd"
         tmp = dest.with_name(f".{dest.name}.{os.getpid()}-{threading.get_ident()}.tmp")
-        literal = str(tmp).replace("'", "''")
         try:
-            self._sql(f"COPY ({select}) TO '{literal}' ({options})")
+            self.store.copy_to(select, tmp, options)
             os.replace(tmp, dest)
         finally:
-            if tmp.exists():
-                tmp.unlink()
+            tmp.unlink(missing_ok=True)
+
+    def stream_csv(self, kind: Kind) -> Iterator[bytes]:
+        """One kind as CSV read straight from the store, in chunks (for when no file can be written): the bytes
+        DuckDB's CSV writer produces. Each line is made in SQL: every value as DuckDB renders it as text, NULL as
+        nothing, and quoted (quotes doubled) when empty or holding a comma, quote, line break or `#`."""
+        names = [c["name"] for c in self.columns(kind)]
+        fields = " || ',' || ".join(_csv_field(f"CAST({_q(n)} AS VARCHAR)") for n in names)
+        yield (",".join(_csv_text(n) for n in names) + "\n").encode()
+        with self.store._cursor() as cur:
+            cur.execute(f"SELECT {fields} FROM ({self._csv_select(kind)})")
+            while rows := cur.fetchmany(STREAM_ROWS):
+                yield ("\n".join(r[0] for r in rows) + "\n").encode()
 
     def index(self) -> dict[str, Any]:
         """The list of downloads: every kind with rows, columns and URLs, and the DuckDB file (computed once)."""
@@ -401,7 +468,18 @@ def _table_file(request: Request, kind: str, fmt: str) -> Response:
         return _unknown(request, ex, kind, fmt)
     if _matches(request, ex.hash):
         return _not_modified(ex)
-    path = ex.file(k, fmt)
+    try:
+        path = ex.file(k, fmt)
+    except ExportUnwritable as exc:
+        if fmt == "csv":         # the same table, read from the store as it is sent
+            disposition = f'attachment; filename="{ex.filename(k.name, fmt)}"'
+            return StreamingResponse(ex.stream_csv(k), media_type=FORMATS[fmt], headers={
+                **_identity(ex), "Content-Disposition": disposition, "X-Export-Source": "store"})
+        retry = str(int(RETRY_WRITE_S))
+        return problem(503, "Export unavailable", f"{exc.reason}: the Parquet file cannot be made now; the same table "
+                       f"as CSV is served from the store ({urls.api_export_file(k.name, 'csv')})",
+                       kind="export-unwritable", instance=request.url.path, headers={"Retry-After": retry},
+                       csv_url=urls.api_export_file(k.name, "csv"))
     return FileResponse(path, media_type=FORMATS[fmt], filename=ex.filename(k.name, fmt), headers=_identity(ex))
 
 
@@ -423,6 +501,9 @@ def _binary(media_type: str, kinds: bool = True) -> dict[int | str, dict[str, An
     if kinds:
         out[404] = {"description": "Unknown kind: a problem listing the kinds (and the nearest names).",
                     "content": {"application/problem+json": {}}}
+        out[503] = {"description": "The file cannot be written to the export cache (a full disk: the reason, and "
+                                   "Retry-After; CSV is then streamed from the store instead), or the store cannot "
+                                   "be read.", "content": {"application/problem+json": {}}}
     return out
 
 
