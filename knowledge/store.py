@@ -21,6 +21,7 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -274,6 +275,10 @@ def is_damage(exc: BaseException) -> bool:
                                               or any(t in str(exc) for t in _DAMAGE_TEXT))
 
 
+#: seconds between the real queries of `Store.health` (the file check runs every time)
+HEALTH_QUERY_S = 1.0
+
+
 def _file_identity(st: os.stat_result) -> tuple[int, int]:
     """What changes when anything writes to a file: its size and modification time."""
     return st.st_size, st.st_mtime_ns
@@ -286,6 +291,7 @@ class Store:
         self.failure: str | None = None
         #: why an older store is served than the data files describe (set by whoever opened it), None when current
         self.stale_reason: str | None = None
+        self._queried_at = -HEALTH_QUERY_S
         # One read-only database per process; each thread borrows a cursor (DuckDB's connection to the same
         # database) from a small pool: opening the file per request costs more than the query.
         self._con = duckdb.connect(str(self.path), read_only=True)
@@ -318,7 +324,8 @@ class Store:
     def health(self) -> str | None:
         """Why the store cannot be served now, or None when it can: the file DuckDB reads must be unchanged since
         it was opened (any write to a served store is damage), no read may have failed, and one real query must
-        answer (the content hash from table `meta`). Cheap: an fstat and a one-row query."""
+        answer (the content hash from table `meta`). Cheap: an fstat, and a one-row query at most every
+        HEALTH_QUERY_S (so a flood of health checks costs no more than one query a second)."""
         if self.failure is None and self._fd is not None:
             try:
                 now = _file_identity(os.fstat(self._fd))
@@ -329,7 +336,8 @@ class Store:
                     size = f", size {self._identity[0]} -> {now[0]} bytes" if now[0] != self._identity[0] else ""
                     self._fail(f"the store file was written to after it was opened (modified{size}): it can no "
                                "longer be trusted")
-        if self.failure is None:
+        if self.failure is None and time.monotonic() - self._queried_at >= HEALTH_QUERY_S:
+            self._queried_at = time.monotonic()
             try:
                 row = self._sql("SELECT value FROM meta WHERE key = 'content_hash'")
             except StoreUnavailable:
