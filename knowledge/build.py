@@ -348,11 +348,12 @@ STALE_REASON_ENV = "CASEBOOK_STORE_STALE_REASON"
 def stale_reason(exc: BuildError | OSError) -> str:
     """Why an older store is served, in one line: the build's first problems (and how many more) or the error."""
     if isinstance(exc, BuildError):
-        shown = "; ".join(str(p) for p in exc.problems[:3])
+        shown = "; ".join(" ".join(str(p).split()) for p in exc.problems[:3])   # a YAML error spans lines
         more = f" (and {len(exc.problems) - 3} more)" if len(exc.problems) > 3 else ""
         return f"the data files do not build ({len(exc.problems)} problem(s): {shown}{more}): serving the store " \
                "built from earlier data files"
-    return f"the store could not be rebuilt ({exc}): serving the one built from earlier data files"
+    error = " ".join(str(exc).split())
+    return f"the store could not be rebuilt ({error}): serving the one built from earlier data files"
 
 
 def ensure_servable(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> str | None:
