@@ -7,6 +7,9 @@ imports `api.mcp_server`, lets its `mount` add the real route(s) to a private su
 through to the app's (the tools find `store` and `search_index` there), and starts the session manager in a
 background task of the running event loop. The app's lifespan (`app.state.mcp_lifespan`) stops that task
 at shutdown; a later start (another test client, another loop) builds the manager's run again on demand.
+
+A request whose client disconnects before its answer is sent is cancelled (`until_disconnect`): the SDK reads
+nothing after the body, so nothing else would notice, and the tool would run on for a client that is gone.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import asyncio
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -96,7 +100,42 @@ class LazyMCP:
     async def __call__(self, scope, receive, send) -> None:
         await self._ensure_running()
         assert self.sub is not None
-        await self.sub.router(scope, receive, send)
+        await until_disconnect(self.sub.router, scope, receive, send)
+
+
+async def until_disconnect(app: Any, scope, receive, send) -> None:
+    """Run the ASGI `app` for one HTTP request, cancelled when the client disconnects before the answer is complete.
+
+    Once the app has read the whole body, a watcher waits on `receive` for the disconnect (the app itself reads no
+    more); the app's reads before that and the watcher's never overlap. The SDK runs a tool in a worker thread that
+    a cancellation cannot interrupt: the tool checks for it between its steps (`mcp_server.stop_if_cancelled`)."""
+    body_read, answered = anyio.Event(), False
+
+    async def app_receive():
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            body_read.set()
+        return message
+
+    async def app_send(message) -> None:
+        nonlocal answered
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            answered = True
+        await send(message)
+
+    async with anyio.create_task_group() as tg:
+        async def watch() -> None:
+            await body_read.wait()
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    if not answered:
+                        tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        await app(scope, app_receive, app_send)
+        tg.cancel_scope.cancel()
 
 
 def mount_lazy(app: Any) -> LazyMCP:

@@ -11,14 +11,22 @@ Calculator tools run the same `calculate` as the REST API and return its envelop
 units, the explanation link), with the envelope as JSON only for clients of a protocol without structuredContent.
 A failed call is a tool error listing every field error with its message and a did-you-mean for
 unknown ids, calculator names, field names and enum values, so the text reads as the fix.
+
+A call is bounded before any work: one with more arguments than its tool has properties (plus
+MAX_UNKNOWN_ARGUMENTS, which still get a did-you-mean each), or a calculator request with more fields than its
+calculator has (plus as many), is refused from its length alone, before the SDK or the tool reads a key. A call
+whose client disconnects is cancelled (`api.mcp_lazy`); its tool, which runs in a worker thread, checks
+`stop_if_cancelled()` between its steps and starts nothing after the step in flight.
 """
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
 from contextlib import asynccontextmanager
+from itertools import islice
 from typing import Annotated, Any
 
+import anyio.from_thread
 import orjson
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -84,6 +92,13 @@ def envelope_schema() -> dict[str, Any]:
 ENVELOPE_SCHEMA: dict[str, Any] = envelope_schema()
 
 
+#: arguments a call may carry beyond its tool's properties (or a request beyond its calculator's fields): each of
+#: them is answered with a did-you-mean; a call with more is refused from its length, before any key is read
+MAX_UNKNOWN_ARGUMENTS = 16
+#: unknown names quoted in that refusal, and the length each is cut to
+_QUOTE_NAMES, _QUOTE_CHARS = 5, 40
+
+
 # --------------------------------------------------------------------------- plumbing
 
 class _RawArguments(ArgModelBase):
@@ -133,14 +148,59 @@ def _calculation(env: dict, lead: str, protocol_version: str | None) -> CallTool
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=orjson.loads(raw))
 
 
+def _names(mapping: dict, known: Any, limit: int) -> str:
+    """The first few keys of `mapping` that are not in `known`, quoted and cut short, reading at most `limit` + 1
+    keys: for a refusal that must not walk a huge mapping."""
+    unknown = [k for k in islice(iter(mapping), limit + 1) if k not in known][:_QUOTE_NAMES]
+    quoted = [repr(k if len(k) <= _QUOTE_CHARS else k[:_QUOTE_CHARS] + "…") for k in unknown if isinstance(k, str)]
+    return ", ".join(quoted) + (", …" if quoted else "")
+
+
+def too_many(what: str, mapping: Any, known: Any, cap: int, noun: str = "arguments") -> str | None:
+    """Why `mapping` has too many keys for `what`, which takes at most `cap` (the `known` names and a few unknown
+    ones), or None when it does not: O(1), and a refusal reads at most `cap` + 1 keys to quote some unknown ones."""
+    if not isinstance(mapping, dict) or len(mapping) <= cap:
+        return None
+    return (f"Invalid {noun} ({what}): {len(mapping):,} {noun}, but it takes at most {cap} (up to "
+            f"{MAX_UNKNOWN_ARGUMENTS} of them unknown, each answered with a did-you-mean); unknown here: "
+            f"{_names(mapping, known, cap)}.")
+
+
+class _BoundedTool(Tool):
+    """A tool whose call is refused, from its length alone, when it carries more than `max_arguments` arguments:
+    before the SDK validates them or the tool reads one (each unknown argument costs error building)."""
+
+    max_arguments: int
+    known: frozenset[str] = frozenset()
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        why = too_many(self.name, arguments, self.known, self.max_arguments)
+        if why is not None:
+            raise ToolError(why + " Send only the arguments its input schema lists.")
+        return await super().run(arguments, context, convert_result=convert_result)
+
+
 def _tool(name: str, fn: Callable[..., CallToolResult], description: str, parameters: dict, *,
-          title: str | None = None, output_schema: dict | None = None) -> Tool:
-    """One tool taking its arguments raw (see `_RawArguments`), advertising `parameters` as its input schema. A tool
+          title: str | None = None, output_schema: dict | None = None, extra_arguments: int = 0) -> Tool:
+    """One tool taking its arguments raw (see `_RawArguments`), advertising `parameters` as its input schema, and
+    refusing a call with more than its properties + `extra_arguments` + MAX_UNKNOWN_ARGUMENTS arguments. A tool
     with an output schema (a calculator) also gets the request's context as `ctx` (its text depends on the protocol
     version the client negotiated)."""
-    return Tool(fn=fn, name=name, title=title, description=description, parameters=parameters,
-                fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=output_schema),
-                is_async=False, annotations=ANNOTATIONS, context_kwarg="ctx" if output_schema else None)
+    known = frozenset(parameters.get("properties", {}))
+    return _BoundedTool(fn=fn, name=name, title=title, description=description, parameters=parameters,
+                        fn_metadata=FuncMetadata(arg_model=_RawArguments, output_schema=output_schema),
+                        is_async=False, annotations=ANNOTATIONS, context_kwarg="ctx" if output_schema else None,
+                        known=known, max_arguments=len(known) + extra_arguments + MAX_UNKNOWN_ARGUMENTS)
+
+
+def stop_if_cancelled() -> None:
+    """Raise the cancellation when the call this tool runs for was cancelled (its client disconnected, the server is
+    shutting down): a tool runs in a worker thread that cancellation cannot interrupt, so it checks between steps.
+    A no-op outside a worker thread (a tool called directly)."""
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:     # not in an AnyIO worker thread
+        pass
 
 
 def _protocol_version(ctx: Any) -> str | None:
@@ -489,17 +549,32 @@ class _Tools:
         if not isinstance(body, dict):
             raise ToolError(f"Invalid request ({calc.name}): the request must be a JSON object of the fields "
                             f"describe_calculator({calc.name!r}) lists, e.g. {_json(calc.example).decode()}")
+        self.bounded(calc, body)
+        stop_if_cancelled()
         try:
             env = calculate(calc.name, body, self.store)
         except CalculationFailed as exc:
+            stop_if_cancelled()
             raise ToolError(_problem_text(calc.name, exc.body, body, calc.request_model, self.ids)) from None
+        stop_if_cancelled()
         return _calculation(env, env.get("headline") or f"{calc.title}: see outputs.", _protocol_version(ctx))
+
+    @staticmethod
+    def bounded(calc: Calculator, body: Any) -> None:
+        """Refuse a request with more fields than `calc` has (plus MAX_UNKNOWN_ARGUMENTS), from its length alone."""
+        fields = calc.request_model.model_fields
+        why = too_many(calc.name, body, fields, len(fields) + MAX_UNKNOWN_ARGUMENTS, noun="fields")
+        if why is not None:
+            raise ToolError(f"{why} describe_calculator({calc.name!r}) lists its fields.")
 
     def direct(self, calc: Calculator) -> Callable[[dict], CallToolResult]:
         def run(arguments: dict, ctx: Any = None) -> CallToolResult:
+            if len(arguments) == 1 and "request" in arguments:   # calculate's shape, sent here
+                request = _parse_json_object(arguments["request"])
+                if isinstance(request, dict):
+                    return self.run(calc, request, ctx)
+            self.bounded(calc, arguments)
             body = {k: _parse_json_object(v) for k, v in arguments.items()}
-            if set(body) == {"request"} and isinstance(body["request"], dict):   # calculate's shape, sent here
-                body = body["request"]
             return self.run(calc, body, ctx)
         return run
 
@@ -553,6 +628,7 @@ class _Tools:
         }
         if c.outputs_model is not None:
             out["outputs"] = {n: f.description or "" for n, f in c.outputs_model.model_fields.items()}
+        stop_if_cancelled()
         try:   # the example's answer: output keys (units in their names), magnitudes and the method's steps
             env = calculate(c.name, c.example, self.store)
             out["example_headline"] = env.get("headline", "")
@@ -678,7 +754,9 @@ def build_tools(app) -> list[Tool]:
                   "request": {"type": "object", "description": "The calculator's fields, e.g. "
                                                                 "{\"model\":\"qwen3-8b\",\"tokens\":8192}"}},
                "required": ["name", "request"], "additionalProperties": False},
-              output_schema=ENVELOPE_SCHEMA),
+              output_schema=ENVELOPE_SCHEMA,
+              # the fields of any calculator may also come beside `name`
+              extra_arguments=max(len(c.request_model.model_fields) for c in REGISTRY.values())),
     ]
     for name in DIRECT:
         c = REGISTRY.get(name)
