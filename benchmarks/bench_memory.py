@@ -181,8 +181,16 @@ class Mix:
 
     def request(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, int]:
         """One request; (status, bytes of the answer read)."""
-        self.conn.request(method, path, body=body, headers=headers)
-        resp = self.conn.getresponse()
+        try:
+            self.conn.request(method, path, body=body, headers=headers)
+            resp = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # the server closed an idle keep-alive connection (its keep-alive timeout): open a new one
+            self.conn.close()
+            self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+            self.reconnects += 1
+            self.conn.request(method, path, body=body, headers=headers)
+            resp = self.conn.getresponse()
         size = len(resp.read())
         if resp.getheader("connection", "").lower() == "close":
             self.conn.close()
@@ -195,7 +203,10 @@ class Mix:
 
 
 def figures(pid: int) -> str:
-    return f"RSS {rss_mb(pid):.1f} MB, {memory_line(pid)}"
+    """RSS, its anonymous (heap) and file-backed parts (code, and the memory-mapped measured tables: page cache that
+    every worker maps), PSS and private memory."""
+    return (f"RSS {rss_mb(pid):.1f} MB (anonymous {status_mb(pid, 'RssAnon'):.1f}, file-backed "
+            f"{status_mb(pid, 'RssFile'):.1f}), {memory_line(pid)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,6 +22,7 @@ import duckdb
 import numpy as np
 
 from knowledge import measurements as M
+from knowledge.column_cache import prune_column_cache
 from knowledge.loader import DATA_DIR, Catalog, DuplicateKeys, load_catalog
 from knowledge.migrate import MIGRATIONS_DIR, upgrade
 from knowledge.store import KEY
@@ -311,7 +312,10 @@ def build(db: Path = DEFAULT_DB, data_dir: Path = DATA_DIR) -> dict[str, int]:
     _, validated = _validated(data_dir)
     if validated.problems:
         raise BuildError(validated.problems)
-    return write(validated, db, content_hash(data_dir), data_dir)
+    counts = write(validated, db, content_hash(data_dir), data_dir)
+    # the measured columns cached beside the store for files it no longer holds (knowledge.column_cache)
+    prune_column_cache(db, {f["sha256"] for f in M.load_manifest(data_dir / "measured").get("files", [])})
+    return counts
 
 
 def store_problem(db: Path, data_dir: Path = DATA_DIR) -> str | None:

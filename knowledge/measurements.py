@@ -23,7 +23,7 @@ import sys
 import tempfile
 import threading
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -31,6 +31,7 @@ import duckdb
 import numpy as np
 import yaml
 
+from knowledge.column_cache import ColumnCache, Columns, read_columns
 from knowledge.loader import DATA_DIR
 
 #: the measured tables whose all-reduce rows are fitted at build time -> the backend fitted (None: the table has none)
@@ -395,6 +396,15 @@ def read_parquet_columns(path: Path) -> dict[str, np.ndarray]:
         con.close()
 
 
+def read_parquet_coded(path: Path) -> Columns:
+    """Every column of a Parquet file, in file order, as `Columns` (text dictionary-encoded)."""
+    con = duckdb.connect()
+    try:
+        return read_columns(con, "read_parquet(?)", [str(path)])
+    finally:
+        con.close()
+
+
 def index_entry(f: dict[str, Any]) -> dict[str, Any]:
     """The short description of one table that `lookup("measurement", "index")` lists."""
     return {k: f[k] for k in ("system", "table", "framework", "version", "gpu", "rows")}
@@ -413,15 +423,18 @@ class Measurements:
     """`lookup("measurement", ident)`: "index", "systems", "<system>/<framework>/<table>", or "<system>/<table>" for
     vLLM's (NCCL's) table (columns loaded once).
 
-    `files` are manifest entries; `read(entry)` returns that file's columns (from Parquet or the store).
+    `files` are manifest entries; `read(entry)` returns that file's columns (from Parquet or the store), as
+    `Columns` or a dict of arrays. With a `cache` (`ColumnCache`), columns are read once into its `.npy` files and
+    memory-mapped from there, so every process using the same cache shares their pages.
     """
 
     def __init__(self, files: list[dict[str, Any]], systems: dict[str, Any],
-                 read: Callable[[dict[str, Any]], dict[str, np.ndarray]]):
+                 read: Callable[[dict[str, Any]], Mapping[str, np.ndarray]], cache: ColumnCache | None = None):
         self.entries = sorted(files, key=lambda f: (f["system"], f["table"], f["framework"]))
         self.files = {key: f for f in self.entries for key in table_keys(f)}
         self.systems = systems
         self._read = read
+        self.column_cache = cache
         self._cache: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -435,9 +448,10 @@ class Measurements:
         key = f["path"]
         with self._lock:
             if key not in self._cache:
-                columns = self._read(f)
-                for arr in columns.values():
-                    arr.flags.writeable = False
+                columns = self.column_cache.get(f, self._read) if self.column_cache else self._read(f)
+                for arr in (columns.arrays() if isinstance(columns, Columns) else columns.values()):
+                    if arr.flags.writeable:
+                        arr.flags.writeable = False
                 self._cache[key] = {"system": f["system"], "table": f["table"], "framework": f["framework"],
                                     "version": f["version"], "gpu": f["gpu"], "file": f["path"], "sha256": f["sha256"],
                                     "latency_s_per_unit": latency_s_per_unit(f["table"]), "columns": columns}
@@ -448,7 +462,7 @@ def from_directory(directory: Path = MEASURED_DIR) -> Measurements:
     """Measurements read straight from the committed Parquet files (no store needed)."""
     directory = Path(directory)
     return Measurements(load_manifest(directory).get("files", []), load_systems(directory),
-                        lambda f: read_parquet_columns(directory / f["path"]))
+                        lambda f: read_parquet_coded(directory / f["path"]))
 
 
 # --------------------------------------------------------------------------- CLI

@@ -30,9 +30,16 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import numpy as np
 import orjson
 
+from knowledge.column_cache import (
+    ColumnCache,
+    Columns,
+    column_cache_dir,
+    read_columns,
+    read_store_columns,
+    same_file,
+)
 from knowledge.loader import gpu_prices
 from knowledge.measurements import TABLES as MEASURED_TABLES
 from knowledge.measurements import Measurements
@@ -434,14 +441,21 @@ class Store:
                              "ORDER BY ordinal_position", [f"measured_{table}"])
             if cols:
                 self.measured_columns[table] = [c[0] for c in cols]
-        self.measurements = Measurements(self.measurement_files, systems, self._measured_file_columns)
+        self.measurements = Measurements(self.measurement_files, systems, self._measured_file_columns,
+                                         ColumnCache(column_cache_dir(self.path)))
 
-    def _measured_file_columns(self, f: dict[str, Any]) -> dict[str, np.ndarray]:
-        """One measured file's own columns as NumPy arrays, rows in file order."""
-        cols = ", ".join(quote_identifier(c) for c in f["columns"])
+    def _measured_file_columns(self, f: dict[str, Any]) -> Columns:
+        """One measured file's own columns (text dictionary-encoded), rows in file order, for the column cache
+        beside the store (`knowledge.column_cache`), which then maps them. Read through a DuckDB instance of its
+        own, closed right after, so that the blocks read are not kept in this store's buffer pool (through this
+        store's connection when its path may name another file now)."""
+        table = f"measured_{f['table']}"
+        if same_file(self.path, self._fd):
+            cols = read_store_columns(self.path, table, f)
+            if same_file(self.path, self._fd):
+                return cols
         with self._cursor() as cur:
-            cur.execute(f"SELECT {cols} FROM measured_{f['table']} WHERE file = ? ORDER BY rowid", [f["path"]])
-            return dict(cur.fetchnumpy())
+            return read_columns(cur, f"{table} WHERE file = ?", [f["path"]], f["columns"], "rowid")
 
     def measured_distinct(self, table: str, column: str, limit: int = 100) -> list[Any]:
         """The values one column of `measured_<table>` takes (sorted, at most `limit`; cached)."""

@@ -16,6 +16,7 @@ log latencies with NaN where nothing was measured. `locate` then answers a whole
 from __future__ import annotations
 
 import hashlib
+from collections import ChainMap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -374,7 +375,7 @@ def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
     hit = _INDEX.get(key)
     if hit is not None:
         return hit
-    cols = dict(rec["columns"])
+    cols = ChainMap({}, rec["columns"])        # defaults and derived columns over the table's, nothing copied
     for name, value in (defaults or {}).items():
         if name not in cols:
             cols[name] = np.full(len(cols["latency"]), value)
@@ -384,15 +385,24 @@ def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
     if missing:
         raise CalcInputError("system", f"measured table {rec.get('table')} lacks columns {', '.join(missing)}")
     n_rows = len(cols["latency"])
+    coded = getattr(rec["columns"], "coded", None)      # text columns as (codes, sorted values): no strings made
     codes, uniques = [], []
     for c in categories:
-        col = np.asarray(cols[c])
-        u, inv = np.unique(col.astype(str) if col.dtype.kind == "O" else col, return_inverse=True)
+        pair = coded(c) if coded is not None and c not in (derive or ()) else None
+        if pair is not None:        # codes follow the sorted values, so these are np.unique's uniques and inverse
+            u, inv = np.unique(pair[0], return_inverse=True)
+            u = pair[1][u]
+        else:
+            col = np.asarray(cols[c])
+            u, inv = np.unique(col.astype(str) if col.dtype.kind == "O" else col, return_inverse=True)
         uniques.append(u)
         codes.append(inv.reshape(-1))
     combo = np.ravel_multi_index(tuple(codes), tuple(len(u) for u in uniques)) if categories else np.zeros(n_rows, dtype=np.int64)
     order = np.argsort(combo, kind="stable")
-    kernels = np.asarray(cols["kernel_source"]) if "kernel_source" in cols else None
+    kernels = None
+    if "kernel_source" in cols:
+        pair = coded("kernel_source") if coded is not None and "kernel_source" not in (derive or ()) else None
+        kernels = pair[0] if pair is not None else np.asarray(cols["kernel_source"])
     grids: dict[tuple, Grid] = {}
     for sel in np.split(order, np.flatnonzero(np.diff(combo[order])) + 1):
         if not sel.size:
