@@ -52,6 +52,7 @@ FAMILY_TERMS: dict[str, tuple[str, str]] = {
     "routing_cost": ("model routing cost", "模型路由、任务成本、成功率、单价"),
     "scheduling": ("scheduling throughput", "调度、吞吐、容量上限、剩余时间"),
     "serving_cost": ("serving cost", "推理成本、服务成本、部署"),
+    "serving_estimate": ("serving benchmark estimate, TTFT, TPOT, throughput per GPU, concurrency", "推理服务基准、首字延迟、每词延迟、并发、吞吐"),
     "serving_plan": ("deployment planning", "部署规划、部署方案、服务等级"),
     "speculative": ("speculative decoding", "推测解码、草稿、接受率、验证"),
     "training_compute": ("training compute", "训练计算量、GPU 小时、训练天数"),

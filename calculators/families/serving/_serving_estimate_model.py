@@ -1,0 +1,227 @@
+"""The steady state of one continuously batched replica, the way `vllm bench serve` measures it: pure arithmetic over
+a step curve, no store and no request model (the calculator `serving-estimate` builds the curve from the step model).
+
+How the engine runs (vLLM V1, SGLang and TensorRT-LLM schedule alike): every step decodes one token of each running
+request and, within a token budget, adds prefill chunks of requests that arrived. A request's prefill therefore does
+not get a step of its own; it lengthens the steps every running request is decoding in. In the mean:
+
+- a decode step of B running requests takes D(B) (kernels + collectives, at the mean decode context);
+- one request's prefill adds P seconds to the steps it shares (its chunks' time minus the weight reads those steps
+  make anyway), spread over `chunks` steps of the token budget;
+- at a completion rate X, a fraction X·P of the time goes to prefill work, so the mean step is
+  T = D(B) / (1 − X·P), and T is the time per output token (TPOT) every running request sees;
+- a request holds a KV slot from admission to its last token: TTFT_service + (O − 1)·T, where TTFT_service is the
+  rest of the step running when it arrived (a whole step in a closed loop, whose next request arrives just after a
+  step began; half a step on average for Poisson arrivals) plus its chunks' steps, each a mean step with the chunk
+  in it (chunks · T + P);
+- closed loop (N users, each sending the next request when one ends): M = min(N, slots) requests hold slots,
+  X = M / (TTFT_service + (O − 1)·T), B = X·(O − 1)·T decode; users beyond the slots wait, so
+  TTFT = N / X − (O − 1)·T (Little's law over the whole cycle);
+- open loop (Poisson rate λ): X = λ, B = λ·(O − 1)·T; stable while λ·P < 1 and B fits the slots; the wait for a
+  share of the token budget is an M/D/1 queue whose tail gives the TTFT percentiles.
+
+`simulate` runs the same engine step by step (event level, one replica) so tests can check the closed forms.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class StepCurve:
+    """A replica's step times: the decode step at each batch of a grid, and one request's prefill."""
+
+    batches: np.ndarray          # ascending decode batch sizes (≥ 1)
+    decode_s: np.ndarray         # decode step at each batch, kernels + collectives (s)
+    decode_comm_s: np.ndarray    # of which collectives (s)
+    prefill_s: float             # time one request's prefill adds to the steps it shares (s)
+    prefill_comm_s: float        # of which collectives (s)
+    chunks: int                  # steps its prefill is spread over (⌈new input tokens / token budget⌉)
+
+    def decode(self, b) -> np.ndarray:
+        """Decode step at batch b (linear between grid points, never below batch 1's step)."""
+        return np.interp(np.maximum(np.asarray(b, dtype=float), self.batches[0]), self.batches, self.decode_s)
+
+    def decode_comm(self, b) -> np.ndarray:
+        return np.interp(np.maximum(np.asarray(b, dtype=float), self.batches[0]), self.batches, self.decode_comm_s)
+
+
+@dataclass
+class SteadyState:
+    """One replica's steady state (seconds, requests/s, requests)."""
+
+    stable: bool
+    completion_rate_per_s: float     # X
+    decode_batch: float              # B, requests decoding in a step (mean)
+    in_service: float                # requests holding a KV slot (mean)
+    step_s: float                    # T, the mean step = TPOT
+    decode_step_s: float             # D(B)
+    prefill_fraction: float          # X·P, share of the time spent on prefill work
+    ttft_service_s: float            # own prefill + the rest of the running step
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    queue_wait_s: float              # mean wait for a KV slot (closed loop beyond the slots) or the budget (open)
+    e2e_s: float
+    iterations: int
+
+
+_ITER = 200
+_TOL = 1e-10
+
+
+_Z = {0.5: 0.0, 0.9: 1.2815515655446004, 0.99: 2.3263478740408408}
+
+
+def _ttft(curve: StepCurve, d: float, t: float, residual_steps: float) -> tuple[float, tuple[float, float, float]]:
+    """(mean, (p50, p90, p99)) of the time from reaching the engine to the first token, without queueing: the rest of
+    the running step (`residual_steps` × T), then `chunks` steps that each hold one of the request's chunks (P /
+    chunks) beside the decode work D and the chunks of other prefills. Those others arrive at random: their count is
+    Poisson with the mean that makes the steps average T, and its normal approximation gives the percentiles."""
+    c = curve.chunks
+    base = residual_steps * t + c * d + curve.prefill_s
+    per_other = curve.prefill_s / c if curve.prefill_s > 0 else 0.0
+    mu = c * (t - d) / per_other if per_other > 0 else 0.0
+    qs = tuple(base + per_other * max(mu + z * math.sqrt(mu), 0.0) for z in _Z.values())
+    return base + per_other * mu, qs       # the mean is residual × T + chunks × T + P
+
+
+def _tail(wait_mean: float, rho: float) -> tuple[float, float, float]:
+    """Percentiles of an M/D/1 wait: 0 with probability 1 − ρ, exponential beyond (its usual approximation)."""
+    theta = wait_mean / rho if rho > 0 else 0.0
+    return tuple(theta * math.log(rho / (1.0 - q)) if rho > 1.0 - q and theta > 0 else 0.0 for q in _Z)
+
+
+def closed_loop(curve: StepCurve, users: float, output_tokens: float, slots: float) -> SteadyState:
+    """N = `users` clients with no think time over `slots` KV slots (the KV capacity and max_num_seqs). A client's next
+    request reaches the engine just after the step that finished the last one began, so it waits that whole step."""
+    o1 = max(output_tokens - 1.0, 0.0)
+    held = min(users, slots)
+    b = max(held * o1 / max(output_tokens, 1.0), 1.0)
+    x = t = d = 0.0
+    it = 0
+    for it in range(1, _ITER + 1):
+        d = float(curve.decode(b))
+        x = _cycle_rate(held, d, curve.prefill_s, curve.chunks + 1.0 + o1)
+        t = d / (1.0 - x * curve.prefill_s)
+        b_new = max(x * o1 * t, 1.0) if o1 > 0 else 1.0
+        if abs(b_new - b) <= _TOL * max(b, 1.0):
+            b = b_new
+            break
+        b = 0.5 * (b + b_new)
+    service, (p50, p90, p99) = _ttft(curve, d, t, 1.0)
+    cycle = service + o1 * t
+    wait = max(users / x - cycle, 0.0) if x > 0 else math.inf
+    return SteadyState(True, x, b, held, t, d, x * curve.prefill_s, service, service + wait, p50 + wait, p90 + wait,
+                       p99 + wait, wait, service + wait + o1 * t, it)
+
+
+def _cycle_rate(held: float, d: float, p: float, steps: float) -> float:
+    """X with held = X·(P + steps·T) and T = D / (1 − X·P): after multiplying by (1 − X·P),
+    P²·X² − (P + steps·D + held·P)·X + held = 0, whose root below 1/P is the rate."""
+    if p <= 0:
+        return held / (steps * d)
+    a, bb, c = p * p, -(p + steps * d + held * p), held
+    disc = bb * bb - 4 * a * c
+    x = (-bb - math.sqrt(max(disc, 0.0))) / (2 * a)
+    return min(x, 0.999 / p)
+
+
+def open_loop(curve: StepCurve, rate_per_s: float, output_tokens: float, slots: float, budget_share: float) -> SteadyState:
+    """Poisson arrivals at `rate_per_s`; `budget_share` is one prefill's share of a step's token budget
+    (new input tokens / budget), which sets how long the budget queue serves one request (in steps)."""
+    o1 = max(output_tokens - 1.0, 0.0)
+    x = rate_per_s
+    if x * curve.prefill_s >= 1.0:
+        return _unstable(x)
+    b = max(x * o1 * float(curve.decode(1.0)), 1.0)
+    t = d = 0.0
+    it = 0
+    for it in range(1, _ITER + 1):
+        d = float(curve.decode(b))
+        t = d / (1.0 - x * curve.prefill_s)
+        b_new = max(x * o1 * t, 1.0) if o1 > 0 else 1.0
+        if b_new > 4 * slots:
+            return _unstable(x)
+        if abs(b_new - b) <= _TOL * max(b, 1.0):
+            b = b_new
+            break
+        b = 0.5 * (b + b_new)
+    service, qs = _ttft(curve, d, t, 0.5)
+    held = x * (service + o1 * t)
+    if held > slots:
+        return _unstable(x)
+    # the token budget as a server: each request takes budget_share of a step of T
+    s = budget_share * t
+    rho = min(x * s, 0.999)
+    wq = rho * s / (2.0 * (1.0 - rho)) if rho > 0 else 0.0
+    p50, p90, p99 = (q + w for q, w in zip(qs, _tail(wq, rho)))
+    return SteadyState(True, x, b, held, t, d, x * curve.prefill_s, service, service + wq, p50, p90, p99, wq,
+                       service + wq + o1 * t, it)
+
+
+def _unstable(x: float) -> SteadyState:
+    nan = math.nan
+    return SteadyState(False, x, nan, nan, nan, nan, nan, nan, math.inf, math.inf, math.inf, math.inf, math.inf,
+                       math.inf, 0)
+
+
+def simulate(curve: StepCurve, users: int, output_tokens: int, slots: int, requests: int,
+             prefills_per_step: int | None = None, spread: float = 0.5, seed: int = 0) -> dict:
+    """Step-by-step closed-loop run of one replica (for tests): `users` clients; a request admitted to a free slot is
+    prefilled over `curve.chunks` steps (at most `prefills_per_step` requests' chunks in a step), then decodes one
+    token a step; a step lasts D(decoding requests) plus P / chunks for every chunk in it (D(1) when only prefill
+    runs). A finished client's next request reaches the engine during the next step, so it joins the one after.
+    Output lengths are uniform over output_tokens × [1 − spread, 1 + spread] (fixed lengths keep the clients in
+    lockstep forever, which no benchmark with varied prompts shows). Mean TTFT, TPOT, e2e and completion rate over
+    `requests` completions after a warm-up of as many."""
+    rng = np.random.default_rng(seed)
+    lo, hi = max(2, round(output_tokens * (1 - spread))), max(2, round(output_tokens * (1 + spread)))
+    now = 0.0
+    waiting: list[float] = [0.0] * users                 # arrival times of requests waiting for a slot
+    arriving: list[float] = []                          # sent during the running step: they wait for the next one
+    prefilling: list[list[float]] = []                  # [arrival, chunks left]
+    decoding: list[list[float]] = []                    # [arrival, first token time, tokens left, output tokens]
+    done: list[tuple[float, float, float, float]] = []
+    cap = prefills_per_step or 10**9
+    while len(done) < 2 * requests:
+        while waiting and len(prefilling) + len(decoding) < slots:
+            prefilling.append([waiting.pop(0), float(curve.chunks)])
+        chunk_reqs = prefilling[:cap]
+        b = len(decoding)
+        step = float(curve.decode(max(b, 1))) if (b or chunk_reqs) else 0.0
+        step += len(chunk_reqs) * curve.prefill_s / curve.chunks
+        now += step
+        waiting.extend(arriving)
+        arriving = []
+        for r in decoding:
+            r[2] -= 1
+        for r in [r for r in decoding if r[2] <= 0]:
+            done.append((r[0], r[1], now, r[3]))
+            arriving.append(now)
+        decoding = [r for r in decoding if r[2] > 0]
+        for r in chunk_reqs:
+            r[1] -= 1
+        for r in [r for r in prefilling if r[1] <= 0]:
+            n_out = int(rng.integers(lo, hi + 1)) if output_tokens > 1 else 1
+            if n_out > 1:
+                decoding.append([r[0], now, float(n_out - 1), float(n_out)])
+            else:
+                done.append((r[0], now, now, 1.0))
+                arriving.append(now)
+        prefilling = [r for r in prefilling if r[1] > 0]
+    kept = done[requests:]
+    ttft = np.array([f - a for a, f, _, _ in kept])
+    tpot = np.array([(e - f) / (o - 1) for _, f, e, o in kept if o > 1])
+    ends = sorted(e for _, _, e, _ in kept)
+    span = ends[-1] - ends[0]
+    return {"ttft_s": float(ttft.mean()), "tpot_s": float(tpot.mean()) if tpot.size else 0.0,
+            "e2e_s": float(np.mean([e - a for a, _, e, _ in kept])),
+            "completion_rate_per_s": (len(kept) - 1) / span if span > 0 else math.nan}
+
+
+__all__ = ["StepCurve", "SteadyState", "closed_loop", "open_loop", "simulate"]

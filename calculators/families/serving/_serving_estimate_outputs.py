@@ -1,0 +1,88 @@
+"""The answer of `serving-estimate` (private to it): what a serving benchmark prints, per deployment."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from calculators.framework import Outputs
+
+
+class TtftOut(Outputs):
+    """Time to first token, s: queueing for a slot or the token budget, the rest of the running step, the prefill."""
+
+    mean: float | None = Field(description="Mean, s (null when the load is not served: queues grow without end).")
+    p50: float | None = Field(description="Median, s.")
+    p90: float | None = Field(description="90th percentile, s.")
+    p99: float | None = Field(description="99th percentile, s.")
+
+
+class TpotOut(Outputs):
+    """Time per output token after the first, s: the mean step every running request sees."""
+
+    mean: float | None = Field(description="Mean, s.")
+    p50: float | None = Field(description="Median, s (the steady state's mean step: this model has no spread of steps).")
+
+
+class MeanOut(Outputs):
+    mean: float | None = Field(description="Mean, s.")
+
+
+class StepSharesOut(Outputs):
+    """Where a replica's time goes in the steady state (fractions summing to 1)."""
+
+    prefill: float | None = Field(description="Prefill work added to the steps (the requests' chunks), a fraction.")
+    decode: float | None = Field(description="Decode kernels, a fraction.")
+    communication: float | None = Field(description="Collectives (tensor-parallel all-reduces, expert all-to-alls, "
+                                        "pipeline hand-offs), a fraction.")
+
+
+class StepCurveOut(Outputs):
+    """The step times the steady state is solved over (one engine)."""
+
+    decode_batch: list[int] = Field(description="Decode batches of the grid, requests.")
+    decode_step_s: list[float] = Field(description="Decode step at each batch (kernels + collectives), s.")
+    decode_step_bound_s: list[float] = Field(description="Its peak-rate bound (+ the same collectives), s.")
+    prefill_added_s: float = Field(description="Time one request's prefill adds to the steps it shares, s.")
+    prefill_chunks: int = Field(description="Steps one prefill is spread over (⌈new input tokens / token budget⌉).")
+    decode_context_tokens: float = Field(description="Mean context of a decoding request, I + O/2, tokens.")
+
+
+class ServingEstimateOutputs(Outputs):
+    """A deployment's serving benchmark, predicted: latency per request and throughput of the whole deployment."""
+
+    load: Literal["concurrency", "poisson", "offline"] = Field(description="How requests arrive: a closed loop of "
+                                                              "`concurrency` users, Poisson at `arrival_rate_per_s`, or "
+                                                              "offline (as many as the KV cache holds).")
+    stable: bool = Field(description="False when the offered Poisson load exceeds what the deployment serves (the "
+                         "queue grows without end; latencies are null).")
+    ttft_s: TtftOut = Field(description="Time to first token, s.")
+    tpot_s: TpotOut = Field(description="Time per output token after the first, s.")
+    itl_s: MeanOut = Field(description="Inter-token latency, s (one token per step: equal to TPOT without speculative "
+                           "decoding).")
+    e2e_s: MeanOut = Field(description="End-to-end latency of a request, TTFT + (O − 1) × TPOT, s.")
+    requests_per_s: float | None = Field(description="Completed requests per second, whole deployment.")
+    output_tokens_per_s: float | None = Field(description="Output tokens per second, whole deployment.")
+    output_tokens_per_s_per_device: float | None = Field(description="Output tokens per second per device.")
+    output_tokens_per_s_per_user: float | None = Field(description="Output tokens per second one request sees after "
+                                                       "its first token, 1 / TPOT.")
+    total_tokens_per_s: float | None = Field(description="(input + output) tokens per second, whole deployment.")
+    concurrency: float | None = Field(description="Requests holding a KV slot, whole deployment (reached, mean).")
+    decode_batch: float | None = Field(description="Requests decoding in a step, per engine (mean).")
+    queue_wait_s: float | None = Field(description="Mean wait before a request's prefill starts (for a KV slot, or "
+                                       "for a share of the token budget), s.")
+    kv_capacity_requests: int = Field(description="Requests whose KV fits at the mean context I + O/2, whole "
+                                      "deployment (before max_num_seqs).")
+    kv_capacity_tokens: int = Field(description="Tokens of KV the deployment holds (per engine × engines).")
+    slots_per_engine: int = Field(description="Requests one engine runs at once: min(KV capacity, max_num_seqs).")
+    engines: int = Field(description="Independent schedulers: replicas × pipeline stages (each stage pipeline keeps "
+                         "pp micro-batches in flight).")
+    devices: int = Field(description="tp × pp × replicas, devices.")
+    bound_tpot_s: float | None = Field(description="The peak-rate floor of TPOT at the reached batch: decode kernels "
+                                       "at the peak rates + the collectives, no prefill interference, s.")
+    step_shares: StepSharesOut = Field(description="Where the time goes.")
+    basis: str = Field(description="What the step times come from: measured kernels (framework, version, GPU) or the "
+                       "peak-rate bound.")
+    step_curve: StepCurveOut = Field(description="The step times behind the answer.")
+    weights_per_device_bytes: float = Field(description="Weight bytes on one device, B.")
+    kv_bytes_per_request_per_device: float = Field(description="KV of one request at the mean context on one device, B.")

@@ -1,0 +1,369 @@
+"""Serving estimate: what a serving benchmark (`vllm bench serve`, `genai-perf`, `trtllm-bench`) would report for one
+deployment — TTFT, TPOT, ITL, end-to-end latency and tokens/s per device at a closed-loop concurrency, a Poisson
+rate, or offline.
+
+Steps:
+1. the engine's step times from the step model (`calculators.perf`): the decode step of one engine at a grid of
+   batches at the mean decode context I + O/2 (measured kernels of the framework on the GPU where they exist,
+   else the peak-rate bound), plus the collectives over the tensor-parallel link; one request's prefill as the
+   time its chunks add to the steps they share (each chunk's step minus the weight reads a step makes anyway);
+2. KV capacity: what one device holds after its weights, per request at the mean context, capped by
+   `max_num_seqs`;
+3. the steady state of continuous batching with chunked prefill (`_serving_estimate_model`): TPOT = D(B) / (1 −
+   X·P), solved with the load (Little's law for a closed loop; M/D/1 for the token budget under Poisson arrivals),
+   checked against a step-by-step simulation in the tests.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from calculators.domain import (
+    FORMATS, FormatField as Format, MODEL_CONFIG_FIELD, groups_from_model, hardware_spec, kv_sizes, layout_of,
+    model_record, note_scope, resolve_format, usable_memory_bytes,
+)
+from calculators.framework import (
+    CalcInputError, CalcRequest, Calculator, Fraction, Lookup, NonNegFloat, PosFloat, Profile, Result, fmt_s,
+    num, request_inputs,
+)
+from calculators.framework import headline as hf
+from calculators.perf import (
+    ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
+    measured_of, measured_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
+)
+from calculators.families.serving._plan_search import weight_formats
+from calculators.families.serving._serving_estimate_model import StepCurve, closed_loop, open_loop
+from calculators.families.serving._serving_estimate_outputs import ServingEstimateOutputs
+
+#: the token budget of a step (prefill chunk + decode tokens) when none is given: vLLM V1's max_num_batched_tokens
+#: for its API server on GPUs of ≥ 70 GiB, SGLang's chunked_prefill_size and TensorRT-LLM's max_num_tokens all default
+#: to 8,192 in the versions the measured kernels come from (engine defaults, not store facts)
+DEFAULT_TOKEN_BUDGET = 8192
+#: running requests an engine admits when max_num_seqs is not given (engine defaults, as above; SGLang sizes its
+#: max_running_requests from memory, so only the KV capacity caps it)
+DEFAULT_MAX_SEQS = {"vllm": 1024, "sglang": None, "trtllm": 2048}
+#: the decode-batch grid the step curve is evaluated on (interpolated between), up to the engine's slots
+_GRID = np.unique(np.round(np.geomspace(1, 1 << 16, 49))).astype(float)
+#: prefill chunks timed one by one; a longer prompt is timed by its first and last chunks and interpolated
+_MAX_CHUNKS = 64
+
+
+class ServingEstimateRequest(CalcRequest):
+    model: str | None = Field(None, min_length=1, max_length=100, description="Model id of the store.",
+                              examples=["llama-3.1-70b"])
+    hf_config: dict | None = MODEL_CONFIG_FIELD
+    hardware: str = Field(min_length=1, max_length=100, description="Hardware id (one device's memory, bandwidth and "
+                          "peaks; its measured kernels where NVIDIA AIConfigurator measured them).", examples=["h100-sxm"])
+    tp: int = Field(1, ge=1, le=1024, description="Tensor-parallel degree of an engine.")
+    pp: int = Field(1, ge=1, le=256, description="Pipeline stages of an engine (each keeps pp micro-batches in flight, "
+                       "as vLLM's virtual engines do).")
+    ep: int = Field(1, ge=1, le=1024, description="Expert-parallel degree inside the TP group (MoE).")
+    dp_attention: bool = Field(False, description="Attention data-parallel over the tp ranks (MoE; SGLang's "
+                               "--enable-dp-attention): each rank runs the attention of its own requests, ep = tp.")
+    replicas: int = Field(1, ge=1, le=100_000, description="Independent copies of the engine behind one load balancer.")
+    weight_format: Format | None = Field(None, description="Weight format (default: the model's published one).")
+    kv_format: Format = Field("bf16", description="KV cache format (vLLM's default `auto` is the model dtype, BF16).")
+    framework: MeasuredFramework = FRAMEWORK_FIELD
+    estimate: Estimate | None = ESTIMATE_FIELD
+    link: str | None = Field(None, min_length=1, max_length=100, description="Link id of the tensor-parallel group "
+                             "(default: the hardware's scale-up link).")
+    input_tokens: int = Field(ge=1, le=10_000_000, description="Mean input (prompt) tokens per request.", examples=[1024])
+    output_tokens: int = Field(ge=1, le=1_000_000, description="Mean output tokens per request.", examples=[1024])
+    concurrency: int | None = Field(None, ge=1, le=10_000_000, description="Closed loop: this many users, each sending its "
+                                       "next request when the last one ends (`vllm bench serve --max-concurrency`).",
+                                       examples=[64])
+    arrival_rate_per_s: PosFloat | None = Field(None, description="Open loop: Poisson arrivals per second (`vllm bench "
+                                                "serve --request-rate`). With neither this nor concurrency: offline, "
+                                                "as many requests as the KV cache holds (`trtllm-bench throughput`).")
+    prefix_hit_rate: Fraction = Field(0.0, description="Share of each prompt found in the prefix cache (0..1): not "
+                                      "prefilled again, still attended to.")
+    chunked_prefill_tokens: int = Field(DEFAULT_TOKEN_BUDGET, ge=1, le=1_048_576, description="Token budget of one step "
+                                           "(vLLM max_num_batched_tokens, SGLang chunked_prefill_size, TensorRT-LLM "
+                                           "max_num_tokens); default 8,192.")
+    max_num_seqs: int | None = Field(None, ge=1, le=1_000_000, description="Running requests an engine admits (default: "
+                                        "vLLM 1,024, TensorRT-LLM 2,048, SGLang only its KV capacity).")
+    memory_utilization: Fraction = Field(0.9, description="Fraction of device memory the engine may use (vLLM's "
+                                         "gpu_memory_utilization; default 0.9).")
+    runtime_reserve_bytes: NonNegFloat = Field(0.0, description="Bytes per device kept for activations, CUDA graphs "
+                                               "and the runtime on top of the weights (default 0).")
+
+    @model_validator(mode="after")
+    def _check(self):
+        if self.model is None and self.hf_config is None:
+            raise ValueError("give `model` (an id) or `model_config`")
+        if self.concurrency is not None and self.arrival_rate_per_s is not None:
+            raise ValueError("give concurrency (closed loop) or arrival_rate_per_s (Poisson), not both")
+        return self
+
+
+def _slots(req, res: Result, lay, groups, hw, split: Split, wf, kf, ctx: float) -> tuple[int, int, float, float]:
+    """(KV slots per engine, KV tokens per engine, weight bytes per device, KV bytes per request per device)."""
+    usable = float(usable_memory_bytes(hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
+    w = float(weight_bytes_per_rank(lay, split, wf)["per_rank"])
+    free = usable - w
+    if free <= 0:
+        raise CalcInputError("tp", f"one device of {hw.id} holds {num(usable / 2**30, 4)} GiB usable; its share of the "
+                             f"weights is {num(w / 2**30, 4)} GiB: give a larger tp or pp, or a smaller weight_format")
+    at = split.attention_tp
+    per_req = float(kv_sizes(groups, kf, FORMATS["fp32"], np.asarray(int(round(ctx))), tp=at).device_bytes_per_request)
+    per_tok = float(kv_sizes(groups, kf, FORMATS["fp32"], np.asarray(1), tp=at).device_bytes_per_request)
+    per_req, per_tok = per_req / split.pp, per_tok / split.pp
+    ranks_holding = split.tp if split.dp_attention else 1     # dp attention: each rank keeps its own requests' KV
+    slots = int(free // per_req) * ranks_holding if per_req > 0 else 10**9
+    tokens = int(free // per_tok) * ranks_holding if per_tok > 0 else 10**12
+    res.step("weights per device", "the split's share of the weights (experts over ep, the rest over tp, layers over pp)",
+             f"TP {split.tp}, EP {split.ep}, PP {split.pp}", w, "B")
+    res.step("KV slots", "(usable − weights) ÷ KV per request at the mean context I + O/2"
+             + (" × tp (DP attention)" if split.dp_attention else ""),
+             f"({num(usable / 2**30, 4)} − {num(w / 2**30, 4)}) GiB ÷ {num(per_req / 2**20, 4)} MiB", slots, "requests")
+    return slots, tokens, w, per_req
+
+
+def _times(ops, rates, system, framework, link):
+    """(kernels bound, kernels measured or None, collectives) of one operation list, arrays over its points."""
+    kb = np.asarray(bound_of(ops, rates).total_s, dtype=float)
+    comm = collectives_s(ops, link)
+    km = None
+    if system is not None:
+        est = measured_of(ops, system, framework)
+        km = np.asarray(est.total_s, dtype=float) - np.asarray(est.comm_s, dtype=float)
+    return kb, km, comm
+
+
+def _prefill(lay, split, wf, kf, rates, system, framework, link, new: int, cached: int, budget: int):
+    """(added time, added collectives, its bound, chunks) of one request's prefill of `new` tokens after `cached`."""
+    n = max(1, math.ceil(new / budget))
+    if n <= _MAX_CHUNKS:
+        sizes = np.full(n, float(budget))
+        sizes[-1] = new - budget * (n - 1)
+        ctx = cached + budget * np.arange(n, dtype=float)
+        weight = np.ones(n)
+    else:      # first, middle and last chunks, each standing for its share of the prompt
+        sizes = np.array([budget, budget, new - budget * (n - 1)], dtype=float)
+        ctx = np.array([cached, cached + budget * (n // 2), cached + budget * (n - 1)], dtype=float)
+        weight = np.array([1.0, n - 2.0, 1.0])
+    ops = step_ops(lay, "prefill", 1, np.concatenate([sizes, [1.0]]), np.concatenate([ctx, [0.0]]), split, wf, kf)
+    kb, km, comm = _times(ops, rates, system, framework, link)
+    base_k = (km if km is not None else kb)[-1]
+    k = (km if km is not None else kb)[:-1]
+    added = float(np.sum(weight * np.maximum(k - base_k, 0.0)))
+    added_comm = float(np.sum(weight * np.maximum(comm[:-1] - comm[-1], 0.0)))
+    added_bound = float(np.sum(weight * np.maximum(kb[:-1] - kb[-1], 0.0)))
+    return added + added_comm, added_comm, added_bound + added_comm, n
+
+
+def compute(req: ServingEstimateRequest, lookup: Lookup) -> Result:
+    res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
+    rec = model_record(req, lookup, res)
+    try:
+        lay = layout_of(rec)
+    except CalcInputError as exc:
+        raise CalcInputError("model", f"the step model cannot read {rec.id}'s layers: {exc.message}") from None
+    for note in lay.notes:
+        res.assume(note)
+    hw = hardware_spec(lookup, req.hardware, "hardware")
+    note_scope(res, hw)
+    if hw.memory_bytes is None or hw.memory_bandwidth_bytes_per_s is None:
+        raise CalcInputError("hardware", f"{hw.id} has no sourced per-device memory or bandwidth")
+    hw.cite(res, "memory_bytes", "memory_bandwidth_bytes_per_s")
+    if req.dp_attention and not (lay.moe_layers and lay.experts):
+        raise CalcInputError("dp_attention", "attention data parallelism is for MoE models (ep = tp over the experts)")
+    ep = req.tp if req.dp_attention and req.ep == 1 else req.ep
+    if req.dp_attention and req.ep == 1:
+        res.assume(f"DP attention: the experts are spread over all {req.tp} ranks (ep = tp).")
+    split = Split(tp=req.tp, ep=ep, pp=req.pp, dp_attention=req.dp_attention)
+    why = split_problems(lay, split)
+    if why:
+        raise CalcInputError("ep" if why[0].startswith(("ep ", "expert")) else "tp", "; ".join(why))
+    wf, wname = weight_formats(rec, req.weight_format)
+    kf = resolve_format(req.kv_format, "kv_format")
+    groups = groups_from_model(rec, res, "model")
+    I, O = req.input_tokens, req.output_tokens
+    ctx = I + O / 2.0
+    res.step("mean decode context", "I + O / 2", f"{num(I)} + {num(O)} / 2", ctx, "tokens")
+
+    # ---- what the step times come from
+    rates = rates_from_spec(hw)
+    system = None
+    basis = "bound"
+    if req.estimate != "bound":
+        name = measured_system_of(lookup, hw.id)
+        if name is not None:
+            system = load_system(lookup, name, hw, framework=req.framework)
+        elif req.estimate == "measured":
+            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound'")
+    link, lid = tp_link(lookup, res, req.link, hw, req.tp)
+
+    # ---- KV capacity
+    slots, kv_tokens, w_dev, kv_req = _slots(req, res, lay, groups, hw, split, wf, kf, ctx)
+    if slots < 1:
+        raise CalcInputError("input_tokens", f"one request of {num(ctx)} tokens does not fit in the KV memory left beside "
+                             "the weights: give a larger tp or pp, a smaller kv_format, or shorter requests")
+    cap = req.max_num_seqs if req.max_num_seqs is not None else DEFAULT_MAX_SEQS[req.framework]
+    if req.max_num_seqs is None:
+        res.assume(f"max_num_seqs: {req.framework}'s default, "
+                   + (f"{cap:,} running requests" if cap else "none (only the KV capacity caps the batch)")
+                   + " (an engine default, not a stored fact; give max_num_seqs for yours).")
+    engine_slots = min(slots, cap) if cap else slots
+    engines = req.replicas * req.pp
+    devices = req.tp * req.pp * req.replicas
+
+    # ---- the step curve of one engine
+    grid = _GRID[_GRID <= max(engine_slots, 1)]
+    if grid[-1] < engine_slots:
+        grid = np.append(grid, float(engine_slots))
+    dec = step_ops(lay, "decode", grid, 1, ctx, split, wf, kf)
+    kb, km, comm = _times(dec, rates, system, req.framework, link)
+    if system is not None and km is not None:
+        first = measured_of(step_ops(lay, "decode", 1, 1, ctx, split, wf, kf), system, req.framework)
+        basis = f"measured ({first.framework} {first.version} kernels on {system.name})"
+        for table, trec in system.tables.items():
+            res.cite({"record": system.name, "field": f"measured {table}", "value": None,
+                      "source": "aiconfigurator-core-0.12.0", "locator": f"{trec.get('file')} (sha256 {str(trec.get('sha256'))[:12]}…)"})
+    else:
+        res.assume(f"{hw.id} has no measured kernels: every step time is its peak-rate bound, which real engines do not "
+                   "reach (expect TPOT to be optimistic, by several times on unmeasured hardware).")
+    hand = (req.pp - 1) * grid * lay.d * 2.0 / (float(link(2)[1]) if link is not None else hw.memory_bandwidth_bytes_per_s)
+    d_bound = kb + comm + hand
+    d = (km if km is not None else kb) + comm + hand
+    new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
+    p, p_comm, p_bound, chunks = _prefill(lay, split, wf, kf, rates, system, req.framework, link, new, I - new,
+                                          req.chunked_prefill_tokens)
+    curve = StepCurve(grid, d, comm + hand, p, p_comm, chunks)
+    res.step("decode step D(1)", "one engine's decode kernels at batch 1 + its collectives", basis, float(d[0]), "s")
+    res.step("prefill added P", "Σ over its chunks (chunk step − a one-token step): the work a prefill adds to the "
+             "steps it shares", f"{num(new)} new tokens in {chunks} chunk(s) of ≤ {num(req.chunked_prefill_tokens)}", p, "s")
+
+    # ---- the steady state
+    load = "concurrency" if req.concurrency is not None else ("poisson" if req.arrival_rate_per_s is not None else "offline")
+    if load == "poisson":
+        st = open_loop(curve, req.arrival_rate_per_s / engines, O, engine_slots, new / req.chunked_prefill_tokens)
+    else:
+        users = req.concurrency / engines if load == "concurrency" else float(engine_slots)
+        st = closed_loop(curve, users, O, engine_slots)
+    if load == "offline":
+        res.assume(f"Offline: every engine runs as many requests as it has slots ({engine_slots:,}), as a throughput "
+                   "benchmark that queues all prompts at once does; TTFT then includes the wait for a slot.")
+    if load == "concurrency" and req.concurrency % engines:
+        res.assume(f"{req.concurrency} users over {engines} engines: {num(req.concurrency / engines)} each on average.")
+    res.assume("Continuous batching with chunked prefill, in the steady state: each step decodes one token of every "
+               "running request and adds prefill chunks within the token budget; TPOT is the mean step, prefill "
+               "interference included. Output lengths are their mean (no early stops), steps run back to back (no "
+               "CPU scheduling gaps), and the warm-up burst of a benchmark's first wave is not counted.")
+    if req.pp > 1:
+        res.assume(f"Pipeline: {req.pp} stages keep {req.pp} micro-batches in flight, so each stage pipeline is "
+                   f"{req.pp} engines of 1/{req.pp} of the users; a token crosses every stage (step = all layers + "
+                   f"{req.pp - 1} hand-offs).")
+    outputs = _outputs(req, res, st, curve, d_bound, grid, kb, comm + hand, load, engines, devices, slots,
+                       kv_tokens, engine_slots, w_dev, kv_req, basis, ctx, p_bound)
+    res.outputs = outputs
+    res.headline = _headline(req, rec, outputs, wname if req.weight_format is not None else f"{wname} as published")
+    return res
+
+
+def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, devices, slots, kv_tokens, engine_slots,
+             w_dev, kv_req, basis, ctx, p_bound) -> dict:
+    O, I = req.output_tokens, req.input_tokens
+
+    def fin(x):
+        return float(x) if x is not None and math.isfinite(x) else None
+
+    if st.stable:
+        x_all = st.completion_rate_per_s * engines
+        tpot = st.step_s
+        res.step("TPOT", "T = D(B) / (1 − X·P), solved with the load", f"D({num(st.decode_batch, 4)}) = "
+                 f"{fmt_s(st.decode_step_s)}, X·P = {num(st.prefill_fraction, 3)}", tpot, "s")
+        res.step("TTFT (mean)", "wait + rest of the running step + chunks × D + P", f"{fmt_s(st.queue_wait_s)} + "
+                 f"{fmt_s(st.ttft_service_s)}", st.ttft_mean_s, "s")
+        res.step("output tokens/s", "X × O × engines", f"{num(st.completion_rate_per_s, 4)} × {num(O)} × {engines}",
+                 x_all * O, "tokens/s")
+        b = st.decode_batch
+        dc = float(np.interp(b, grid, comm))
+        bound = float(np.interp(b, grid, d_bound))
+        pf = st.prefill_fraction
+        shares = {"prefill": pf, "decode": (1 - pf) * (st.decode_step_s - dc) / st.decode_step_s,
+                  "communication": (1 - pf) * dc / st.decode_step_s}
+    else:
+        res.assume(f"The Poisson load of {num(req.arrival_rate_per_s)} requests/s exceeds what the deployment serves: "
+                   "queues grow without end, so latencies and throughput are null.")
+        x_all = tpot = bound = None
+        shares = {"prefill": None, "decode": None, "communication": None}
+    tok = fin(x_all * O) if x_all is not None else None
+    return {
+        "load": load, "stable": st.stable,
+        "ttft_s": {"mean": fin(st.ttft_mean_s), "p50": fin(st.ttft_p50_s), "p90": fin(st.ttft_p90_s),
+                   "p99": fin(st.ttft_p99_s)},
+        "tpot_s": {"mean": fin(tpot), "p50": fin(tpot)},
+        "itl_s": {"mean": fin(tpot)},
+        "e2e_s": {"mean": fin(st.e2e_s)},
+        "requests_per_s": fin(x_all),
+        "output_tokens_per_s": tok,
+        "output_tokens_per_s_per_device": tok / devices if tok is not None else None,
+        "output_tokens_per_s_per_user": 1.0 / tpot if tpot else None,
+        "total_tokens_per_s": fin(x_all * (I + O)) if x_all is not None else None,
+        "concurrency": fin(st.in_service * engines) if st.stable else None,
+        "decode_batch": fin(st.decode_batch),
+        "queue_wait_s": fin(st.queue_wait_s),
+        "kv_capacity_requests": int(min(slots * engines, 2**53)),
+        "kv_capacity_tokens": int(min(kv_tokens * engines, 2**53)),
+        "slots_per_engine": int(engine_slots),
+        "engines": engines, "devices": devices,
+        "bound_tpot_s": bound,
+        "step_shares": shares,
+        "basis": basis,
+        "step_curve": {"decode_batch": [int(x) for x in grid], "decode_step_s": [float(x) for x in curve.decode_s],
+                       "decode_step_bound_s": [float(x) for x in d_bound], "prefill_added_s": float(curve.prefill_s),
+                       "prefill_chunks": int(curve.chunks), "decode_context_tokens": float(ctx)},
+        "weights_per_device_bytes": w_dev,
+        "kv_bytes_per_request_per_device": kv_req,
+    }
+
+
+def _headline(req, rec, o: dict, wname: str) -> str:
+    who = hf.name_of(rec)
+    split = f"TP {req.tp}" + (f" PP {req.pp}" if req.pp > 1 else "") + (f" EP {o and req.ep}" if req.ep > 1 else "") \
+        + (" DP-attention" if req.dp_attention else "")
+    where = f"{o['devices']} × {req.hardware} ({split}{f', {req.replicas} replicas' if req.replicas > 1 else ''}, {wname})"
+    if o["load"] == "concurrency":
+        at = f"at concurrency {req.concurrency:,}"
+    elif o["load"] == "poisson":
+        at = f"at {hf.fmt_num(req.arrival_rate_per_s)} requests/s (Poisson)"
+    else:
+        at = "offline"
+    if not o["stable"]:
+        return hf.sentence(f"{who} on {where} cannot serve {at}: the queue grows without end")
+    text = (f"{who} on {where}, {req.input_tokens:,} in / {req.output_tokens:,} out {at}: TPOT "
+            f"{hf.fmt_seconds(o['tpot_s']['mean'])}, TTFT {hf.fmt_seconds(o['ttft_s']['mean'])}, "
+            f"{hf.fmt_num(o['output_tokens_per_s_per_device'])} output tokens/s per device "
+            f"({o['basis'].split(' (')[0]} step times; floor {hf.fmt_seconds(o['bound_tpot_s'])})")
+    return hf.sentence(text)
+
+
+CALCULATORS = [
+    Calculator(
+        name="serving-estimate",
+        profile=Profile(0.02, 4_000_000, 4000),
+        mcp_tool=True,
+        family="serving_estimate",
+        title="Serving estimate (what a serving benchmark reports)",
+        summary="TTFT, TPOT, ITL, end-to-end latency and output tokens/s per device of one deployment at a closed-loop "
+                "concurrency, a Poisson rate or offline: continuous batching with chunked prefill over the step model "
+                "(measured kernels where they exist), capped by the KV cache.",
+        description="Decode step D(B) of one engine at the mean context I + O/2 (step model: measured kernels of the "
+                    "framework on the GPU, else the peak-rate bound, plus the collectives over the TP link); a "
+                    "request's prefill adds P to the steps it shares; TPOT = D(B) / (1 − X·P), with X and B from the "
+                    "load (closed loop: Little's law over the KV slots; Poisson: X = λ, M/D/1 for the token budget).",
+        request_model=ServingEstimateRequest,
+        compute=compute,
+        outputs_model=ServingEstimateOutputs,
+        example={"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "input_tokens": 1024,
+                 "output_tokens": 1024, "concurrency": 64},
+        cases=("workload-and-provisioning",),
+        extra_examples=({"model": "gpt-oss-120b", "hardware": "h100-sxm", "tp": 2, "ep": 2, "input_tokens": 1024,
+                         "output_tokens": 1024, "arrival_rate_per_s": 2.0},
+                        {"model": "llama-3.1-8b", "hardware": "h100-sxm", "input_tokens": 128, "output_tokens": 2048}),
+    ),
+]

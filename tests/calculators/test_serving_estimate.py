@@ -1,0 +1,143 @@
+"""serving-estimate: the steady state of continuous batching against a step-by-step simulation, the laws every answer
+must obey (Little's law, the floor below the estimate, monotone in load), the shared step model, and bad input.
+
+Nothing here states what a deployment measures: accuracy against published runs is the validation's business
+(knowledge/validation.py); these tests check that the arithmetic is what the method says.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from calculators.families.serving._serving_estimate_model import StepCurve, closed_loop, open_loop, simulate
+from calculators.framework import CalcInputError
+from tests.calculators.plain import compute as run
+
+GRID = np.array([1, 2, 4, 8, 16, 32, 64, 128, 256, 512.0])
+
+
+def curve(prefill_s: float, chunks: int = 1, slope: float = 5e-5) -> StepCurve:
+    d = 0.010 + slope * GRID
+    return StepCurve(GRID, d, 0.1 * d, prefill_s, 0.0, chunks)
+
+
+@pytest.mark.parametrize("users, prefill_s, chunks", [(8, 0.03, 1), (64, 0.03, 1), (64, 0.12, 2), (48, 0.05, 1)])
+def test_closed_loop_matches_a_step_by_step_simulation(users, prefill_s, chunks):
+    c = curve(prefill_s, chunks)
+    a = closed_loop(c, users, 256, slots=400)
+    s = simulate(c, users, 256, slots=400, requests=max(12 * users, 300))
+    assert a.step_s == pytest.approx(s["tpot_s"], rel=0.03)
+    assert a.completion_rate_per_s == pytest.approx(s["completion_rate_per_s"], rel=0.04)
+    assert a.ttft_mean_s == pytest.approx(s["ttft_s"], rel=0.05)
+
+
+def test_closed_loop_beyond_the_slots_queues_for_them():
+    c = curve(0.02)
+    a = closed_loop(c, 300, 128, slots=100)
+    s = simulate(c, 300, 128, slots=100, requests=1500)
+    assert a.in_service == 100 and a.queue_wait_s > 0
+    assert a.step_s == pytest.approx(s["tpot_s"], rel=0.03)
+    assert a.ttft_mean_s == pytest.approx(s["ttft_s"], rel=0.1)
+
+
+def test_littles_law_holds_in_the_closed_form():
+    c = curve(0.04)
+    for users in (1, 10, 100):
+        a = closed_loop(c, users, 512, slots=1000)
+        cycle = a.ttft_mean_s + 511 * a.step_s
+        assert users == pytest.approx(a.completion_rate_per_s * cycle, rel=1e-6)
+
+
+def test_open_loop_obeys_littles_law_and_refuses_an_overload():
+    c = curve(0.03)
+    a = open_loop(c, 2.0, 256, slots=1000, budget_share=0.125)
+    assert a.stable
+    assert a.decode_batch == pytest.approx(2.0 * 255 * a.step_s, rel=1e-6)
+    assert a.ttft_p50_s <= a.ttft_p90_s <= a.ttft_p99_s
+    over = open_loop(c, 1 / 0.03, 256, slots=1000, budget_share=0.125)
+    assert not over.stable and math.isinf(over.ttft_mean_s)
+
+
+DENSE = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "tp": 4, "input_tokens": 1024, "output_tokens": 512}
+
+
+def est(lookup, **kw):
+    return run("serving-estimate", {**DENSE, **kw}, lookup)[2].outputs
+
+
+def test_answers_obey_their_own_laws(lookup):
+    prev = None
+    for n in (1, 16, 128):
+        o = est(lookup, concurrency=n)
+        assert o["bound_tpot_s"] <= o["tpot_s"]["mean"]
+        # closed loop: users = completions/s × (TTFT + (O − 1) × TPOT) when every user holds a slot
+        cycle = o["ttft_s"]["mean"] + (DENSE["output_tokens"] - 1) * o["tpot_s"]["mean"]
+        assert n == pytest.approx(o["requests_per_s"] * cycle, rel=1e-6)
+        assert o["output_tokens_per_s"] == pytest.approx(o["requests_per_s"] * DENSE["output_tokens"], rel=1e-9)
+        assert o["output_tokens_per_s_per_device"] == pytest.approx(o["output_tokens_per_s"] / 4, rel=1e-9)
+        assert sum(o["step_shares"].values()) == pytest.approx(1.0, abs=1e-9)
+        if prev is not None:      # more users: slower tokens, more of them
+            assert o["tpot_s"]["mean"] > prev["tpot_s"]["mean"]
+            assert o["output_tokens_per_s"] > prev["output_tokens_per_s"]
+        prev = o
+
+
+def test_replicas_scale_throughput_not_latency(lookup):
+    one = est(lookup, concurrency=32)
+    two = est(lookup, concurrency=64, replicas=2)
+    assert two["tpot_s"]["mean"] == pytest.approx(one["tpot_s"]["mean"], rel=1e-9)
+    assert two["output_tokens_per_s"] == pytest.approx(2 * one["output_tokens_per_s"], rel=1e-9)
+    assert two["devices"] == 8
+
+
+def test_offline_fills_the_slots_and_a_prefix_cache_shortens_ttft(lookup):
+    off = est(lookup)
+    assert off["load"] == "offline" and off["concurrency"] == pytest.approx(off["slots_per_engine"])
+    cold, warm = est(lookup, concurrency=8), est(lookup, concurrency=8, prefix_hit_rate=0.9)
+    assert warm["ttft_s"]["mean"] < cold["ttft_s"]["mean"]
+
+
+def test_the_decode_step_is_the_shared_step_models(lookup):
+    """D(1) of the curve is the step every other calculator answers for this split (kernels + link collectives)."""
+    from calculators.domain import hardware_spec, layout_of
+    from calculators.domain.records import as_model
+    from calculators.families.serving._plan_search import weight_formats
+    from calculators.framework import Result
+    from calculators.perf import load_system, measured_system_of, rates_from_spec, step_times, tp_link
+
+    o = est(lookup, concurrency=1)
+    rec = as_model(lookup("model", "llama-3.1-70b"))
+    hw = hardware_spec(lookup, "h100-sxm")
+    link, _ = tp_link(lookup, Result(inputs={}, outputs={}), None, hw, 4)
+    wf, _ = weight_formats(rec, None)
+    ctx = DENSE["input_tokens"] + DENSE["output_tokens"] / 2
+    st = step_times(layout_of(rec), rates_from_spec(hw), "decode", 1, 1, ctx, 4, 1, wf, "bf16",
+                    load_system(lookup, measured_system_of(lookup, "h100-sxm"), hw), link)
+    assert o["step_curve"]["decode_step_s"][0] == pytest.approx(float(st.measured_s.ravel()[0]), rel=0.01)
+    assert o["step_curve"]["decode_step_bound_s"][0] == pytest.approx(float(st.bound_s.ravel()[0]), rel=0.01)
+
+
+def test_unmeasured_hardware_says_its_step_times_are_the_bound(lookup):
+    o = run("serving-estimate", {**DENSE, "hardware": "mi300x", "tp": 8, "concurrency": 4}, lookup)[2]
+    assert o.outputs["basis"] == "bound"
+    assert any("no measured kernels" in a for a in o.assumptions)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"tp": 1}, "tp"),                                       # 70B in BF16 does not fit one H100
+    ({"dp_attention": True}, "dp_attention"),               # dense model
+    ({"tp": 3}, "tp"),                                       # does not divide the heads
+    ({"input_tokens": 5_000_000, "output_tokens": 10}, "input_tokens"),   # one request's KV does not fit
+])
+def test_bad_deployments_are_422_naming_the_field(lookup, body, field):
+    with pytest.raises(CalcInputError) as e:
+        est(lookup, **body)
+    assert e.value.loc[0] == field
+
+
+def test_both_loads_at_once_is_refused(lookup):
+    from pydantic import ValidationError
+    with pytest.raises((ValidationError, CalcInputError)):
+        est(lookup, concurrency=4, arrival_rate_per_s=1.0)
