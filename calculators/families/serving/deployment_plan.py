@@ -65,8 +65,7 @@ class DeploymentPlanRequest(CalcRequest):
         default_factory=lambda: list(DEFAULT_HARDWARE), min_length=1, max_length=12,
         description="Hardware ids to consider (default: H100, H200, B200, A100 80GB SXM, MI300X).", examples=[["h100-sxm", "h200-sxm"]])
     link: dict[str, Annotated[str, Field(max_length=100)]] | None = Field(
-        None, description="Link id of the TP group per hardware id (default: the hardware's first listed link).",
-        examples=[{"h100-sxm": "nvlink4"}])
+        None, description="Link id of the TP group per hardware id (default: the hardware's first listed link).")
     arrival_rate_per_s: PosFloat = Field(description="Mean arrival rate of requests, per second.", examples=[10])
     input_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = Field(description="Mean prompt tokens per request.", examples=[2000])
     output_tokens: Annotated[int, Field(ge=1, le=10_000_000)] = Field(description="Mean generated tokens per request.", examples=[500])
