@@ -40,7 +40,9 @@ def _groups(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _row(p: dict[str, Any]) -> dict[str, Any]:
     m = p.get("measured") or {}
-    return {"point": p, "load": load_text(p), "framework": framework_text(p), "split": split_text(p),
+    name = p.get("framework_name") if p.get("framework") == "other" else p.get("framework")
+    version = str(p.get("framework_version") or "").split(" ")[0]
+    return {"point": p, "load": load_text(p), "framework_name": name, "version": version, "split": split_text(p),
             "ttft": latency(p, "ttft_s"), "tpot": latency(p, "tpot_s"),
             "per_device": m.get("output_tokens_per_s_per_device"), "total": m.get("output_tokens_per_s")}
 
