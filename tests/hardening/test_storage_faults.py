@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from functools import partial
 from pathlib import Path
 
@@ -89,6 +90,17 @@ def export_app(built_db, tmp_path_factory):
     app = app_on(copy_store(built_db, tmp / "store.duckdb"), tmp / "sound")
     with TestClient(app, raise_server_exceptions=False) as client:
         yield app, client, tmp
+    drop_exporter(app)
+
+
+def drop_exporter(app, export_dir: Path | None = None) -> None:
+    """Forget the app's exporter (and remove the private temporary directory it made); the next one writes to
+    `export_dir`."""
+    ex = getattr(app.state, "exporter", None)
+    if ex is not None and getattr(ex, "_private", None) is not None:
+        shutil.rmtree(ex._private, ignore_errors=True)
+    app.state.exporter = None
+    app.state.export_dir = export_dir
 
 
 KINDS = ("sources", "gpu-prices", "measured-nccl")   # text that needs quoting, NULLs and numbers, a measured table
@@ -100,8 +112,7 @@ def test_a_full_export_cache_serves_csv_from_the_store_and_says_why_parquet_cann
     for k, r in sound.items():
         assert r.status_code == 200 and len(r.content) > 1000, (k, r.status_code, r.text[:300])
 
-    app.state.exporter = None                       # a fresh exporter on a cache whose disk is full, and so is /tmp
-    app.state.export_dir = tmp / "full"
+    drop_exporter(app, tmp / "full")                # a fresh exporter on a cache whose disk is full, and so is /tmp's
     fill_disk(app.state.store, None)
     for k, want in sound.items():
         r = client.get(f"/api/v1/export/{k}.csv")
@@ -121,8 +132,7 @@ def test_a_full_export_cache_serves_csv_from_the_store_and_says_why_parquet_cann
 
 def test_a_full_or_blocked_export_cache_falls_back_to_a_private_directory(export_app):
     app, client, tmp = export_app
-    app.state.exporter = None                       # only the configured cache is full: a private temporary one is not
-    app.state.export_dir = tmp / "only-this-one-full"
+    drop_exporter(app, tmp / "only-this-one-full")  # only the configured cache is full: a private temporary one is not
     fill_disk(app.state.store, tmp / "only-this-one-full")
     r = client.get("/api/v1/export/gpu-prices.parquet")
     assert r.status_code == 200 and r.content.startswith(b"PAR1") and "x-export-source" not in r.headers
@@ -131,8 +141,7 @@ def test_a_full_or_blocked_export_cache_falls_back_to_a_private_directory(export
 
     blocked = tmp / "a-file"                        # a file where the cache directory should be
     blocked.write_text("not a directory")
-    app.state.exporter = None
-    app.state.export_dir = blocked
+    drop_exporter(app, blocked)
     assert client.get("/api/v1/export/sources.csv").status_code == 200
 
 
