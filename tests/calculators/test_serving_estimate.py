@@ -141,3 +141,29 @@ def test_both_loads_at_once_is_refused(lookup):
     from pydantic import ValidationError
     with pytest.raises((ValidationError, CalcInputError)):
         est(lookup, concurrency=4, arrival_rate_per_s=1.0)
+
+
+def test_a_long_simulated_run_converges_to_the_steady_state():
+    from calculators.families.serving._serving_estimate_model import run
+    c = curve(0.03)
+    a = closed_loop(c, 64, 256, slots=400)
+    r = run(c, 3200, 64, 1000, 256, 400, 8192, 0.03 / 1000, output_spread=0.5)
+    assert r.tpot_mean_s == pytest.approx(a.step_s, rel=0.03)
+    assert r.output_tokens / r.duration_s == pytest.approx(a.completion_rate_per_s * 256, rel=0.03)
+
+
+def test_a_burst_is_simulated_and_its_first_requests_wait_for_the_prefills(lookup):
+    burst = est(lookup, num_prompts=200)
+    assert burst["load"] == "burst" and burst["method"] == "simulated run" and burst["duration_s"] > 0
+    assert burst["ttft_s"]["p99"] > burst["ttft_s"]["p50"] > 0
+    steady = est(lookup, concurrency=64)
+    finite = est(lookup, concurrency=64, num_prompts=640)
+    assert finite["method"] == "simulated run" and steady["method"] == "steady state"
+    assert finite["tpot_s"]["mean"] == pytest.approx(steady["tpot_s"]["mean"], rel=0.1)
+    assert finite["ttft_s"]["mean"] > steady["ttft_s"]["mean"]     # the first wave arrives at once
+
+
+def test_a_run_too_long_to_simulate_is_refused_before_it_starts(lookup):
+    with pytest.raises(CalcInputError) as e:
+        est(lookup, num_prompts=100_000, output_tokens=100_000, concurrency=1)
+    assert e.value.loc[0] == "num_prompts"

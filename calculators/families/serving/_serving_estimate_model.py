@@ -68,6 +68,9 @@ class SteadyState:
     queue_wait_s: float              # mean wait for a KV slot (closed loop beyond the slots) or the budget (open)
     e2e_s: float
     iterations: int
+    duration_s: float | None = None        # a simulated run's length (None in the steady state)
+    tpot_p50_s: float | None = None        # a simulated run's median TPOT
+    output_tokens: float | None = None     # a simulated run's mean output tokens per request
 
 
 _ITER = 200
@@ -224,4 +227,115 @@ def simulate(curve: StepCurve, users: int, output_tokens: int, slots: int, reque
             "completion_rate_per_s": (len(kept) - 1) / span if span > 0 else math.nan}
 
 
-__all__ = ["StepCurve", "SteadyState", "closed_loop", "open_loop", "simulate"]
+@dataclass
+class RunResult:
+    """A finite benchmark run simulated step by step: means over its requests, and its throughput."""
+
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_mean_s: float
+    tpot_p50_s: float
+    e2e_mean_s: float
+    duration_s: float
+    output_tokens: float
+    decode_batch: float          # requests decoding in a step, time-weighted mean
+    in_service: float            # requests holding a slot, time-weighted mean
+    prefill_fraction: float      # share of the run's time spent on prefill work
+    steps: int
+
+
+#: steps a simulated run may take (the cost model prices a run by its prompts × output tokens before it starts)
+MAX_RUN_STEPS = 400_000
+
+
+def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_tokens: float, slots: int,
+        budget: int, prefill_s_per_token: float, output_spread: float = 0.0, input_spread: float = 0.0,
+        seed: int = 0) -> RunResult:
+    """`prompts` requests through one engine, `users` at a time (a closed loop that stops after `prompts`; users =
+    prompts is a burst, `--request-rate inf` without a concurrency cap). Each step decodes one token of every
+    running request and spends the rest of the token budget on the waiting prefills in arrival order (chunked
+    prefill, the FCFS order of vLLM V1 and SGLang); it lasts D(decoding requests) plus each prefilled token's cost.
+    Lengths are uniform over mean × [1 − spread, 1 + spread]. Metrics as `vllm bench serve` prints them: TTFT
+    and TPOT = (e2e − TTFT) / (output − 1) per request, then their mean and percentiles."""
+    rng = np.random.default_rng(seed)
+
+    def lengths(mean: float, spread: float) -> np.ndarray:
+        if spread <= 0:
+            return np.full(prompts, float(max(1, round(mean))))
+        return np.maximum(1.0, np.round(rng.uniform(mean * (1 - spread), mean * (1 + spread), prompts)))
+
+    out = lengths(output_tokens, output_spread)
+    pre = lengths(input_tokens, input_spread)
+    pre_left = pre.copy()
+    dec_left = out - 1.0
+    arrive = np.full(prompts, np.inf)
+    arrive[:min(users, prompts)] = 0.0
+    sent = min(users, prompts)
+    first = np.full(prompts, np.nan)
+    end = np.full(prompts, np.nan)
+    admitted = np.zeros(prompts, dtype=bool)
+    now = busy_pf = bw = sw = 0.0
+    steps = 0
+    head = 0                                    # the next request to admit, in arrival order
+    active_n = 0
+    while np.isnan(end).any():
+        # admit arrived requests while slots are free
+        while head < sent and active_n < slots and arrive[head] <= now:
+            admitted[head] = True
+            active_n += 1
+            head += 1
+        live = admitted & np.isnan(end)
+        decoding = live & (pre_left <= 0)
+        nd = int(decoding.sum())
+        room = max(budget - nd, 0)
+        waiting_pf = np.flatnonzero(live & (pre_left > 0))
+        alloc = np.zeros(prompts)
+        if waiting_pf.size and room:
+            want = pre_left[waiting_pf]
+            cum = np.cumsum(want)
+            take = np.clip(room - (cum - want), 0, want)
+            alloc[waiting_pf] = take
+        tok = float(alloc.sum())
+        if nd == 0 and tok == 0:
+            nxt = arrive[head] if head < sent else np.inf
+            if not np.isfinite(nxt):
+                break
+            now = max(now, float(nxt))
+            continue
+        d = float(curve.decode(max(nd, 1)))
+        step = d + tok * prefill_s_per_token
+        now += step
+        steps += 1
+        busy_pf += tok * prefill_s_per_token
+        bw += nd * step
+        sw += active_n * step
+        dec_left[decoding] -= 1.0
+        done_dec = decoding & (dec_left <= 0)
+        pre_left -= alloc
+        done_pf = (alloc > 0) & (pre_left <= 0)
+        first[done_pf] = now
+        done = done_dec | (done_pf & (dec_left <= 0))
+        end[done] = now
+        k = int(done.sum())
+        if k:
+            active_n -= k
+            # each finished user sends its next request: it reaches the engine during the next step
+            new = min(k, prompts - sent)
+            if new > 0:
+                arrive[sent:sent + new] = now + 1e-9
+                sent += new
+        if steps > MAX_RUN_STEPS:
+            raise ValueError(f"the run takes more than {MAX_RUN_STEPS:,} steps")
+    ttft = first - np.where(np.isfinite(arrive), arrive, 0.0)
+    multi = out > 1
+    tpot = (end[multi] - first[multi]) / (out[multi] - 1.0)
+    dur = float(np.nanmax(end))
+    return RunResult(float(ttft.mean()), *[float(np.percentile(ttft, q)) for q in (50, 90, 99)],
+                     float(tpot.mean()) if tpot.size else 0.0, float(np.median(tpot)) if tpot.size else 0.0,
+                     float(np.mean(end - np.where(np.isfinite(arrive), arrive, 0.0))), dur, float(out.sum()),
+                     bw / now if now else 0.0, sw / now if now else 0.0, busy_pf / now if now else 0.0, steps)
+
+
+__all__ = ["MAX_RUN_STEPS", "RunResult", "StepCurve", "SteadyState", "closed_loop", "open_loop", "run", "simulate"]

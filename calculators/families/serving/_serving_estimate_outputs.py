@@ -51,9 +51,12 @@ class StepCurveOut(Outputs):
 class ServingEstimateOutputs(Outputs):
     """A deployment's serving benchmark, predicted: latency per request and throughput of the whole deployment."""
 
-    load: Literal["concurrency", "poisson", "offline"] = Field(description="How requests arrive: a closed loop of "
-                                                              "`concurrency` users, Poisson at `arrival_rate_per_s`, or "
-                                                              "offline (as many as the KV cache holds).")
+    load: Literal["concurrency", "poisson", "offline", "burst"] = Field(
+        description="How requests arrive: a closed loop of `concurrency` users, Poisson at `arrival_rate_per_s`, "
+                    "offline (as many as the KV cache holds), or a burst of `num_prompts` sent at once.")
+    method: Literal["steady state", "simulated run"] = Field(description="The steady state of the load, or a finite run "
+                                                             "of num_prompts simulated step by step.")
+    duration_s: float | None = Field(None, description="A simulated run's length, s (null in the steady state).")
     stable: bool = Field(description="False when the offered Poisson load exceeds what the deployment serves (the "
                          "queue grows without end; latencies are null).")
     ttft_s: TtftOut = Field(description="Time to first token, s.")

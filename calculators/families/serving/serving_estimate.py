@@ -35,7 +35,9 @@ from calculators.perf import (
     measured_of, measured_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
 )
 from calculators.families.serving._plan_search import weight_formats
-from calculators.families.serving._serving_estimate_model import StepCurve, closed_loop, open_loop
+from calculators.families.serving._serving_estimate_model import (
+    MAX_RUN_STEPS, SteadyState, StepCurve, closed_loop, open_loop, run,
+)
 from calculators.families.serving._serving_estimate_outputs import ServingEstimateOutputs
 
 #: the token budget of a step (prefill chunk + decode tokens) when none is given: vLLM V1's max_num_batched_tokens
@@ -78,6 +80,13 @@ class ServingEstimateRequest(CalcRequest):
     arrival_rate_per_s: PosFloat | None = Field(None, description="Open loop: Poisson arrivals per second (`vllm bench "
                                                 "serve --request-rate`). With neither this nor concurrency: offline, "
                                                 "as many requests as the KV cache holds (`trtllm-bench throughput`).")
+    num_prompts: int | None = Field(None, ge=1, le=100_000, description="A finite run of this many requests, simulated "
+                                    "step by step as the benchmark sends them: with `concurrency`, a closed loop that "
+                                    "stops after num_prompts (its first wave arrives at once); alone, a burst "
+                                    "(`--request-rate inf` without a concurrency cap). Without it: the steady state.")
+    output_tokens_spread: Fraction = Field(0.0, description="Output lengths uniform over output_tokens × [1 − spread, "
+                                           "1 + spread] in a simulated run (0: all equal).")
+    input_tokens_spread: Fraction = Field(0.0, description="The same for input lengths.")
     prefix_hit_rate: Fraction = Field(0.0, description="Share of each prompt found in the prefix cache (0..1): not "
                                       "prefilled again, still attended to.")
     chunked_prefill_tokens: int = Field(DEFAULT_TOKEN_BUDGET, ge=1, le=1_048_576, description="Token budget of one step "
@@ -96,6 +105,9 @@ class ServingEstimateRequest(CalcRequest):
             raise ValueError("give `model` (an id) or `model_config`")
         if self.concurrency is not None and self.arrival_rate_per_s is not None:
             raise ValueError("give concurrency (closed loop) or arrival_rate_per_s (Poisson), not both")
+        if self.num_prompts is not None and self.arrival_rate_per_s is not None:
+            raise ValueError("num_prompts simulates a closed loop or a burst; a Poisson load is answered in its "
+                             "steady state (drop num_prompts)")
         return self
 
 
@@ -239,7 +251,10 @@ def compute(req: ServingEstimateRequest, lookup: Lookup) -> Result:
 
     # ---- the steady state
     load = "concurrency" if req.concurrency is not None else ("poisson" if req.arrival_rate_per_s is not None else "offline")
-    if load == "poisson":
+    if req.num_prompts is not None:
+        load = "concurrency" if req.concurrency is not None else "burst"
+        st = _simulated(req, res, curve, new, engines, engine_slots)
+    elif load == "poisson":
         st = open_loop(curve, req.arrival_rate_per_s / engines, O, engine_slots, new / req.chunked_prefill_tokens)
     else:
         users = req.concurrency / engines if load == "concurrency" else float(engine_slots)
@@ -264,6 +279,34 @@ def compute(req: ServingEstimateRequest, lookup: Lookup) -> Result:
     return res
 
 
+def _simulated(req, res: Result, curve: StepCurve, new: int, engines: int, slots: int) -> SteadyState:
+    """A finite run of one engine (its share of the prompts and users), step by step, as a SteadyState."""
+    prompts = max(1, math.ceil(req.num_prompts / engines))
+    users = max(1, math.ceil((req.concurrency or req.num_prompts) / engines))
+    O = req.output_tokens
+    # steps ≈ decode tokens / the batch they run at + prefill tokens / the budget: priced before the run starts
+    steps = prompts * O / max(min(users, slots, prompts), 1) + prompts * new / req.chunked_prefill_tokens
+    if steps > MAX_RUN_STEPS:
+        raise CalcInputError("num_prompts", f"a run of {prompts:,} prompts × {O:,} output tokens takes about "
+                             f"{num(steps)} engine steps, more than the {MAX_RUN_STEPS:,} simulated: give fewer prompts "
+                             "or drop num_prompts for the steady state")
+    r = run(curve, prompts, users, new, O, slots, req.chunked_prefill_tokens, curve.prefill_s / new,
+            req.output_tokens_spread, req.input_tokens_spread)
+    res.step("simulated run", "every step: one token of each running request + prefill chunks within the token "
+             "budget in arrival order; TPOT = (e2e − TTFT) / (O − 1) per request, then the mean",
+             f"{prompts:,} prompts, {users:,} at a time, {r.steps:,} steps on one engine", r.duration_s, "s")
+    res.assume(f"Simulated run: {req.num_prompts:,} prompts" + (f", {req.concurrency:,} at a time" if req.concurrency
+               else ", all sent at once") + f", spread over {engines} engine(s); lengths "
+               + ("equal" if not (req.output_tokens_spread or req.input_tokens_spread) else
+                  f"uniform ±{num(req.output_tokens_spread * 100)} % (output), ±{num(req.input_tokens_spread * 100)} % (input)")
+               + "; prefill costs P per prompt, spread evenly over its tokens.")
+    x = prompts / r.duration_s
+    return SteadyState(True, x, r.decode_batch, r.in_service, r.tpot_mean_s, float(curve.decode(r.decode_batch)),
+                       r.prefill_fraction, r.ttft_p50_s, r.ttft_mean_s, r.ttft_p50_s, r.ttft_p90_s, r.ttft_p99_s,
+                       0.0, r.e2e_mean_s, r.steps, duration_s=r.duration_s, tpot_p50_s=r.tpot_p50_s,
+                       output_tokens=r.output_tokens / prompts)
+
+
 def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, devices, slots, kv_tokens, engine_slots,
              w_dev, kv_req, basis, ctx, p_bound) -> dict:
     O, I = req.output_tokens, req.input_tokens
@@ -278,6 +321,7 @@ def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, device
                  f"{fmt_s(st.decode_step_s)}, X·P = {num(st.prefill_fraction, 3)}", tpot, "s")
         res.step("TTFT (mean)", "wait + rest of the running step + chunks × D + P", f"{fmt_s(st.queue_wait_s)} + "
                  f"{fmt_s(st.ttft_service_s)}", st.ttft_mean_s, "s")
+        O = st.output_tokens or O
         res.step("output tokens/s", "X × O × engines", f"{num(st.completion_rate_per_s, 4)} × {num(O)} × {engines}",
                  x_all * O, "tokens/s")
         b = st.decode_batch
@@ -296,7 +340,7 @@ def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, device
         "load": load, "stable": st.stable,
         "ttft_s": {"mean": fin(st.ttft_mean_s), "p50": fin(st.ttft_p50_s), "p90": fin(st.ttft_p90_s),
                    "p99": fin(st.ttft_p99_s)},
-        "tpot_s": {"mean": fin(tpot), "p50": fin(tpot)},
+        "tpot_s": {"mean": fin(tpot), "p50": fin(st.tpot_p50_s if st.tpot_p50_s is not None else tpot)},
         "itl_s": {"mean": fin(tpot)},
         "e2e_s": {"mean": fin(st.e2e_s)},
         "requests_per_s": fin(x_all),
@@ -304,6 +348,8 @@ def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, device
         "output_tokens_per_s_per_device": tok / devices if tok is not None else None,
         "output_tokens_per_s_per_user": 1.0 / tpot if tpot else None,
         "total_tokens_per_s": fin(x_all * (I + O)) if x_all is not None else None,
+        "method": "simulated run" if st.duration_s is not None else "steady state",
+        "duration_s": fin(st.duration_s),
         "concurrency": fin(st.in_service * engines) if st.stable else None,
         "decode_batch": fin(st.decode_batch),
         "queue_wait_s": fin(st.queue_wait_s),
@@ -324,11 +370,13 @@ def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, device
 
 def _headline(req, rec, o: dict, wname: str) -> str:
     who = hf.name_of(rec)
-    split = f"TP {req.tp}" + (f" PP {req.pp}" if req.pp > 1 else "") + (f" EP {o and req.ep}" if req.ep > 1 else "") \
+    split = f"TP {req.tp}" + (f" PP {req.pp}" if req.pp > 1 else "") + (f" EP {req.ep}" if req.ep > 1 else "") \
         + (" DP-attention" if req.dp_attention else "")
     where = f"{o['devices']} × {req.hardware} ({split}{f', {req.replicas} replicas' if req.replicas > 1 else ''}, {wname})"
     if o["load"] == "concurrency":
-        at = f"at concurrency {req.concurrency:,}"
+        at = f"at concurrency {req.concurrency:,}" + (f" ({req.num_prompts:,} prompts)" if req.num_prompts else "")
+    elif o["load"] == "burst":
+        at = f"in a burst of {req.num_prompts:,} prompts"
     elif o["load"] == "poisson":
         at = f"at {hf.fmt_num(req.arrival_rate_per_s)} requests/s (Poisson)"
     else:
