@@ -7,8 +7,8 @@ private memory from /proc:
 
 - idle: after start-up;
 - warm: after measured estimates (roofline with `framework` vllm, sglang and trtllm, on H100 and H200 models, which
-  load the measured kernel tables) and a warm-up of every request kind of the mix (lists, gets, search, HTML
-  pages, single calculations, a 1,000-point sweep, an MCP tools/call);
+  load the measured kernel tables), then again after a warm-up of every request kind of the mix (lists, gets,
+  search, HTML pages, single calculations, a 1,000-point sweep, an MCP tools/call);
 - after the mix: N more mixed requests over one keep-alive connection (the growth);
 - heaviest: a `calculators:batch` of deployment-plan items, as many as the limits accept (counted in this process
   with the server's own cost model, `limits.check` / `check_total`), its answer read in full; RSS after it and the
@@ -167,6 +167,7 @@ class Mix:
         self.port = port
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         self.reconnects = 0
+        self.last = b""
         self.bodies = [(m, p, json.dumps(b).encode() if b is not None else None,
                         {**({"Content-Type": "application/json"} if b is not None else {}), **h}) for m, p, b, h in requests]
 
@@ -180,7 +181,7 @@ class Mix:
         return statuses
 
     def request(self, method: str, path: str, body: bytes | None, headers: dict) -> tuple[int, int]:
-        """One request; (status, bytes of the answer read)."""
+        """One request; (status, bytes of the answer read). `self.last` keeps the start of the answer."""
         try:
             self.conn.request(method, path, body=body, headers=headers)
             resp = self.conn.getresponse()
@@ -191,7 +192,8 @@ class Mix:
             self.reconnects += 1
             self.conn.request(method, path, body=body, headers=headers)
             resp = self.conn.getresponse()
-        size = len(resp.read())
+        answer = resp.read()
+        size, self.last = len(answer), answer[:300]
         if resp.getheader("connection", "").lower() == "close":
             self.conn.close()
             self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
@@ -245,22 +247,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  idle   worker {w}: {figures(w)}")
         if extra:
             print(f"other processes: {', '.join(f'{k}: {v:.1f} MB' for k, v in extra.items())}")
-        # warm: measured estimates on every framework + every kind of the mix, on as many connections as workers x 2
+        # warm: measured estimates on every framework, then every kind of the mix, on workers x 2 connections
         t0 = time.perf_counter()
-        warmups = [Mix(port, MEASURED + MIX) for _ in range(1 if args.workers == 1 else 2 * args.workers)]
+        warmups = [Mix(port, MEASURED) for _ in range(1 if args.workers == 1 else 2 * args.workers)]
         warm_statuses: dict[int, int] = {}
         for m in warmups:
-            for k, v in m.send(len(MEASURED) + len(MIX) * 20).items():
+            for k, v in m.send(len(MEASURED)).items():
+                warm_statuses[k] = warm_statuses.get(k, 0) + v
+        measured = {w: rss_mb(w) for w in workers}
+        print(f"{len(MEASURED)} measured estimates on {len(warmups)} connection(s) ({time.perf_counter() - t0:.1f} s, "
+              f"statuses {dict(sorted(warm_statuses.items()))}): roofline, framework vllm/sglang/trtllm, decode and "
+              f"prefill, on {', '.join(f'{m} {h}' for m, h, _, _ in MEASURED_MODELS)}")
+        for w in workers:
+            print(f"  warm (measured estimates)  worker {w}: {figures(w)}")
+        t0 = time.perf_counter()
+        warm_statuses = {}
+        for m in warmups:
+            m.bodies = Mix(port).bodies
+            for k, v in m.send(len(MIX) * 20).items():
                 warm_statuses[k] = warm_statuses.get(k, 0) + v
         for m in warmups[1:]:
             m.close()
         warm = {w: rss_mb(w) for w in workers}
-        print(f"warm-up ({time.perf_counter() - t0:.1f} s, statuses {dict(sorted(warm_statuses.items()))}): "
-              f"{len(MEASURED)} measured estimates (roofline, framework vllm/sglang/trtllm on "
-              f"{', '.join(f'{m} {h}' for m, h, _, _ in MEASURED_MODELS)}) and {len(MIX) * 20} mixed requests "
-              f"on {len(warmups)} connection(s)")
+        print(f"then {len(MIX) * 20} requests of every kind of the mix (incl. the first MCP call, which loads the MCP "
+              f"SDK) ({time.perf_counter() - t0:.1f} s, statuses {dict(sorted(warm_statuses.items()))}):")
         for w in workers:
-            print(f"  warm   worker {w}: {figures(w)}")
+            print(f"  warm (+ every kind)        worker {w}: {figures(w)}")
         mix = warmups[0]
         t0 = time.perf_counter()
         statuses = mix.send(args.requests)
@@ -285,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
             dt = time.perf_counter() - t0
             time.sleep(1.0)
             print(f"heaviest accepted request: a batch of {n} deployment-plan items ({len(body) / 1e3:.0f} kB), "
-                  f"status {status}, answer {size / 1e6:.1f} MB in {dt:.1f} s:")
+                  f"status {status}, answer {size / 1e6:.1f} MB in {dt:.1f} s"
+                  + (f" ({mix.last.decode('utf-8', 'replace')})" if status != 200 else "") + ":")
             for w in workers:
                 print(f"  heavy  worker {w}: {figures(w)}, peak (VmHWM) {status_mb(w, 'VmHWM'):.1f} MB")
             heavy_line = (f", after the heaviest {max(rss_mb(w) for w in workers):.1f} MB, peak "
@@ -294,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         kids = [k for k in children(proc.pid) if k not in idle]
         if kids:
             print("other processes now: " + ", ".join(f"{k}: {rss_mb(k):.1f} MB" for k in kids))
-        print(f"summary (highest worker RSS): idle {max(idle.values()):.1f} MB, warm {max(warm.values()):.1f} MB, "
+        print(f"summary (highest worker RSS): idle {max(idle.values()):.1f} MB, warm after the measured estimates "
+              f"{max(measured.values()):.1f} MB, after every kind {max(warm.values()):.1f} MB, "
               f"after the mix {max(after.values()):.1f} MB{heavy_line}")
         print("goal: idle <= 150 MB, warm <= 200 MB, growth <= 10 % vs warm, peak <= 1 GB "
               "(machine shared: RSS figures are not timing-sensitive)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import shutil
 import tempfile
@@ -115,6 +116,20 @@ class Columns(Mapping):
         """(codes, vocabulary) of a text column: `vocabulary[codes]` are its values, the vocabulary sorted
         ascending (as `np.unique` sorts), so code order is value order; None for any other column."""
         return self._coded.get(name)
+
+    def release(self) -> None:
+        """Unmap from this process the pages of the memory-mapped arrays read so far (MADV_DONTNEED): they stay in
+        the page cache, and a later read maps them again. Called once the rows are in an index, so that a warm
+        worker's resident memory holds the indexes, not the tables they were built from."""
+        if not self.mapped:
+            return
+        for arr in self.arrays():
+            mm = getattr(arr, "_mmap", None)
+            if mm is not None and hasattr(mm, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+                try:
+                    mm.madvise(mmap.MADV_DONTNEED)
+                except (OSError, ValueError):
+                    pass
 
     def arrays(self) -> Iterator[np.ndarray]:
         """Every array held (numbers, codes), without materialising text columns."""

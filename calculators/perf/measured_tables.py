@@ -414,6 +414,9 @@ def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
         cat = tuple(_as_key(u[c[sel[0]]]) for u, c in zip(uniques, codes))
         grids[cat] = build_grid(axes, [np.asarray(cols[a])[sel] for a in axes], np.asarray(cols["latency"])[sel])
     _INDEX[key] = grids
+    release = getattr(rec["columns"], "release", None)
+    if release is not None:         # the rows are in the grids now: a memory-mapped table's pages may go
+        release()
     return grids
 
 
