@@ -167,3 +167,27 @@ def test_a_run_too_long_to_simulate_is_refused_before_it_starts(lookup):
     with pytest.raises(CalcInputError) as e:
         est(lookup, num_prompts=100_000, output_tokens=100_000, concurrency=1)
     assert e.value.loc[0] == "num_prompts"
+
+
+def test_an_answer_compares_itself_with_the_nearest_published_run(lookup):
+    """The nearest stored point of the same model and accelerator is estimated the same way, and its error is the
+    published figure against that estimate (not against this answer)."""
+    from calculators.families.serving._benchmark_points import measured_figures
+    body = {"model": "deepseek-r1", "hardware": "h200-sxm", "tp": 8, "framework": "sglang", "input_tokens": 1000,
+            "output_tokens": 1000, "concurrency": 48}
+    r = run("serving-estimate", body, lookup)[2]
+    (near,) = r.outputs["nearest_measurements"]
+    point = lookup("benchmark", near["id"])
+    assert point["model"] == "deepseek-r1" and point["hardware"] == "h200-sxm"
+    again = run("serving-estimate", near["request"], lookup)[2].outputs
+    assert near["predicted"]["tpot_s"] == pytest.approx(again["tpot_s"]["mean"])
+    meas = measured_figures(point)
+    assert near["error"]["tpot_s"] == pytest.approx(near["predicted"]["tpot_s"] / meas["tpot_s"] - 1)
+    assert any(a.startswith("Nearest published run: " + near["id"]) for a in r.assumptions)
+
+
+def test_without_a_stored_run_nearby_the_answer_says_it_is_not_validated(lookup):
+    r = run("serving-estimate", {"model": "qwen3-8b", "hardware": "l40s", "input_tokens": 512, "output_tokens": 128,
+                                 "concurrency": 4}, lookup)[2]
+    assert r.outputs["nearest_measurements"] == []
+    assert any("not validated" in a for a in r.assumptions)

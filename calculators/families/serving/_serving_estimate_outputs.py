@@ -48,6 +48,20 @@ class StepCurveOut(Outputs):
     decode_context_tokens: float = Field(description="Mean context of a decoding request, I + O/2, tokens.")
 
 
+class NearestOut(Outputs):
+    """A stored published run near this deployment, estimated by the same method: the error there."""
+
+    id: str = Field(description="Benchmark point id (/benchmarks/{id}).")
+    source: str | None = Field(description="Its source id.")
+    url: str | None = Field(description="Where its numbers are published.")
+    distance: float = Field(description="How far it is from this deployment: 3 for another model or accelerator, 1 for "
+                            "another framework, plus the log-ratios of TP, lengths and concurrency (0: this one).")
+    request: dict = Field(description="The serving-estimate request that describes it.")
+    measured: dict[str, float | None] = Field(description="Its published TPOT and TTFT (s) and output tokens/s per device.")
+    predicted: dict[str, float | None] = Field(description="This method's estimate of the same figures.")
+    error: dict[str, float | None] = Field(description="predicted / measured − 1 per figure.")
+
+
 class ServingEstimateOutputs(Outputs):
     """A deployment's serving benchmark, predicted: latency per request and throughput of the whole deployment."""
 
@@ -87,5 +101,8 @@ class ServingEstimateOutputs(Outputs):
     basis: str = Field(description="What the step times come from: measured kernels (framework, version, GPU) or the "
                        "peak-rate bound.")
     step_curve: StepCurveOut = Field(description="The step times behind the answer.")
+    nearest_measurements: list[NearestOut] = Field(description="The nearest stored published run(s), estimated the same "
+                                                   "way, with this method's error there (empty: nothing to compare "
+                                                   "with, the estimate is not validated).")
     weights_per_device_bytes: float = Field(description="Weight bytes on one device, B.")
     kv_bytes_per_request_per_device: float = Field(description="KV of one request at the mean context on one device, B.")

@@ -34,6 +34,7 @@ from calculators.perf import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
     measured_of, measured_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
 )
+from calculators.families.serving._benchmark_points import measured_figures, nearest_points
 from calculators.families.serving._plan_search import weight_formats
 from calculators.families.serving._serving_estimate_model import (
     MAX_RUN_STEPS, SteadyState, StepCurve, closed_loop, open_loop, run,
@@ -49,6 +50,8 @@ DEFAULT_TOKEN_BUDGET = 8192
 DEFAULT_MAX_SEQS = {"vllm": 1024, "sglang": None, "trtllm": 2048}
 #: the decode-batch grid the step curve is evaluated on (interpolated between), up to the engine's slots
 _GRID = np.unique(np.round(np.geomspace(1, 1 << 16, 49))).astype(float)
+#: stored published runs each answer compares itself with (each costs one more estimate)
+NEAREST = 1
 #: prefill chunks timed one by one; a longer prompt is timed by its first and last chunks and interpolated
 _MAX_CHUNKS = 64
 
@@ -167,7 +170,7 @@ def _prefill(lay, split, wf, kf, rates, system, framework, link, new: int, cache
     return added + added_comm, added_comm, added_bound + added_comm, n
 
 
-def compute(req: ServingEstimateRequest, lookup: Lookup) -> Result:
+def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -> Result:
     res = Result(inputs=request_inputs(req, exclude_none=True), outputs={})
     rec = model_record(req, lookup, res)
     try:
@@ -274,9 +277,46 @@ def compute(req: ServingEstimateRequest, lookup: Lookup) -> Result:
                    f"{req.pp - 1} hand-offs).")
     outputs = _outputs(req, res, st, curve, d_bound, grid, kb, comm + hand, load, engines, devices, slots,
                        kv_tokens, engine_slots, w_dev, kv_req, basis, ctx, p_bound)
+    outputs["nearest_measurements"] = _nearest(req, res, lookup) if nearest else []
     res.outputs = outputs
     res.headline = _headline(req, rec, outputs, wname if req.weight_format is not None else f"{wname} as published")
     return res
+
+
+def _nearest(req, res: Result, lookup: Lookup) -> list[dict]:
+    """The stored published run nearest to this deployment, estimated the same way: how far off this method was
+    there (a measurement of this exact deployment, where one is stored, is the nearest at distance 0)."""
+    found = nearest_points(lookup, rec_id(req), req.hardware, req.framework, req.tp, req.input_tokens,
+                           req.output_tokens, req.concurrency, limit=NEAREST)
+    rows = []
+    for dist, point, body, notes in found:
+        try:
+            o = compute(ServingEstimateRequest.model_validate(body), lookup, nearest=False).outputs
+        except (CalcInputError, ValueError):
+            continue
+        meas = measured_figures(point)
+        pred = {"tpot_s": o["tpot_s"]["mean"], "ttft_s": o["ttft_s"]["mean"],
+                "output_tokens_per_s_per_device": o["output_tokens_per_s_per_device"]}
+        err = {k: (pred[k] / meas[k] - 1.0) if (pred[k] and meas[k]) else None for k in pred}
+        rows.append({"id": point["id"], "source": point.get("source"), "url": point.get("url"),
+                     "distance": round(float(dist), 6), "request": body, "measured": meas, "predicted": pred,
+                     "error": err})
+        said = "; ".join(f"{_FIGURE[k]} {v * 100:+.3g} %" for k, v in err.items() if v is not None)
+        res.assume(f"Nearest published run: {point['id']} ({point.get('source')}"
+                   + (", this very deployment" if dist == 0 else f", distance {num(dist, 3)}")
+                   + f"): this method's error there is {said or 'not measurable (no comparable figure)'}; "
+                   "see /validation for every stored run.")
+    if not rows:
+        res.assume("No stored published run of this model or accelerator to compare with: this estimate is not "
+                   "validated (see /validation for the errors measured elsewhere).")
+    return rows
+
+
+_FIGURE = {"tpot_s": "TPOT", "ttft_s": "TTFT", "output_tokens_per_s_per_device": "tokens/s per device"}
+
+
+def rec_id(req) -> str | None:
+    return req.model
 
 
 def _simulated(req, res: Result, curve: StepCurve, new: int, engines: int, slots: int) -> SteadyState:
