@@ -71,6 +71,9 @@ class Settings:
     #: time a client has to send a whole request body once its head is read, s; then 408 (the app applies the same
     #: limit in api.middleware.BodyLimitMiddleware; this one also covers requests the app is not reading)
     body_timeout_s: float = field(default_factory=lambda: _env_float("CASEBOOK_BODY_TIMEOUT_S", 10.0, minimum=0.1))
+    #: time a client has to take each part of an answer (the server's send buffer over its high-water mark must drain
+    #: within it), s; then the connection is closed and its buffers freed: a client that never reads cannot hold them
+    write_timeout_s: float = field(default_factory=lambda: _env_float("CASEBOOK_WRITE_TIMEOUT_S", 30.0, minimum=0.1))
     #: an idle keep-alive connection is closed after this, s
     keep_alive_s: int = field(default_factory=lambda: _env_int("CASEBOOK_KEEP_ALIVE_S", 5, minimum=1))
     #: on SIGTERM, in-flight requests get this long to finish before they are cancelled, s
