@@ -36,9 +36,15 @@ try:
         from calculators.framework.registry import REGISTRY
         calc = REGISTRY[job["item"]]
         costs = [limits.check(calc, calc.request_model.model_validate(job["body"]))] * job["items"]
-        limits.check_total(costs)
-        for _ in range(job["items"]):
-            run(job["item"], job["body"], lookup)
+        try:
+            limits.check_total(costs)
+        except limits.LimitExceeded as e:
+            raise RunError(413, "too-large", "Request too large", e.message) from None
+        guard = getattr(limits, "guard", None)      # a batch's items share one guard (absent before issue 27)
+        import contextlib
+        with guard() if guard else contextlib.nullcontext():
+            for _ in range(job["items"]):
+                run(job["item"], job["body"], lookup)
     else:
         run(job["calculator"], job["body"], lookup)
     status = 200
