@@ -159,7 +159,7 @@ def moe_bound_s(tokens, hidden, inter, topk, experts, tp, ep, dtype: str, rates:
 
 def moe_kernel(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp, ep, dtype: str, distribution: str | None):
     rec = system.table("moe_perf")
-    grids = index_table(rec, MOE_CATS, MOE_AXES)
+    grids = index_table(rec, MOE_CATS, MOE_AXES, fastest_kernel=True)
     dt = table_dtype(dtype)
     dists = sorted({c[1] for c in grids if c[0] == dt})
     if not dists:

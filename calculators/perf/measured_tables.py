@@ -220,8 +220,9 @@ class Grid:
         return np.asarray([self._nearest[c] for c in cells.tolist()], dtype=np.int64)[inv.reshape(-1)]
 
 
-def build_grid(names: Sequence[str], cols: Sequence[np.ndarray], latency_ms: np.ndarray) -> Grid:
-    """A grid from row arrays (one per axis) and latencies in ms; repeated keys keep their geometric mean."""
+def build_grid(names: Sequence[str], cols: Sequence[np.ndarray], latency_ms: np.ndarray, fastest: bool = False) -> Grid:
+    """A grid from row arrays (one per axis) and latencies in ms; repeated keys keep their geometric mean (with
+    `fastest`, their minimum: the kernel an engine's autotuner would pick at that shape)."""
     axes, inv = [], []
     for c in cols:
         u, i = np.unique(np.asarray(c, dtype=float), return_inverse=True)
@@ -236,6 +237,10 @@ def build_grid(names: Sequence[str], cols: Sequence[np.ndarray], latency_ms: np.
     counts = np.bincount(flat[good], minlength=size)
     with np.errstate(invalid="ignore", divide="ignore"):
         log_lat = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).reshape(shape)
+    if fastest:
+        low = np.full(size, np.inf)
+        np.minimum.at(low, flat[good], np.log(lat[good]))
+        log_lat = np.where(counts > 0, low, np.nan).reshape(shape)
     return Grid(tuple(names), tuple(axes), tuple(np.log(a) for a in axes), log_lat)
 
 
@@ -365,13 +370,15 @@ def _as_key(v: Any) -> Any:
 
 def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
                 derive: dict[str, Callable[[dict], np.ndarray]] | None = None,
-                defaults: dict[str, Any] | None = None) -> dict[tuple, Grid]:
+                defaults: dict[str, Any] | None = None, fastest_kernel: bool = False) -> dict[tuple, Grid]:
     """{category values: Grid} of a measured table, built once per (sha256, layout) and cached.
 
     `derive` adds computed columns (e.g. sequence length = isl + step); `defaults` fills columns that older tables
     lack (e.g. window_size 0 before windows were measured). Where one category holds rows of several
-    `kernel_source`s, only the kernel with the most rows is kept (one kernel per grid, never a blend)."""
-    key = (table_key(rec), tuple(categories), tuple(axes), tuple(sorted(derive or ())))
+    `kernel_source`s, only the kernel with the most rows is kept (one kernel per grid, never a blend) — or, with
+    `fastest_kernel`, the fastest kernel measured at each shape (for kernels an engine picks per shape at run time,
+    as TensorRT-LLM's MoE switches to its min-latency kernel at small token counts)."""
+    key = (table_key(rec), tuple(categories), tuple(axes), tuple(sorted(derive or ())), fastest_kernel)
     hit = _INDEX.get(key)
     if hit is not None:
         return hit
@@ -407,12 +414,13 @@ def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
     for sel in np.split(order, np.flatnonzero(np.diff(combo[order])) + 1):
         if not sel.size:
             continue
-        if kernels is not None:
+        if kernels is not None and not fastest_kernel:
             names, counts = np.unique(kernels[sel], return_counts=True)
             if names.size > 1:
                 sel = sel[kernels[sel] == names[np.argmax(counts)]]
         cat = tuple(_as_key(u[c[sel[0]]]) for u, c in zip(uniques, codes))
-        grids[cat] = build_grid(axes, [np.asarray(cols[a])[sel] for a in axes], np.asarray(cols["latency"])[sel])
+        grids[cat] = build_grid(axes, [np.asarray(cols[a])[sel] for a in axes], np.asarray(cols["latency"])[sel],
+                                fastest=fastest_kernel)
     _INDEX[key] = grids
     release = getattr(rec["columns"], "release", None)
     if release is not None:         # the rows are in the grids now: a memory-mapped table's pages may go
