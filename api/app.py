@@ -19,7 +19,7 @@ from api.llms import llms_txt
 from api.middleware import (BodyLimitMiddleware, HeadMiddleware, McpGuard, PlainErrorsMiddleware,
                             SecurityHeadersMiddleware, allowed_methods, relative_slash_redirects)
 from api.problems import omitted_text, problem, problem_responses, pydantic_errors
-from api.routes import benchmarks, calculators, calibration, cases, facts, measurements, search
+from api.routes import benchmarks, calculators, calibration, cases, facts, measurements, search, validation
 from api.routes.common import NotFound
 from api.routes import export as export_routes
 from api.settings import Settings, get_settings
@@ -102,7 +102,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                        timeout_s=getattr(settings, "body_timeout_s", None))
     _install_error_handlers(app)
 
-    for module in (facts, cases, search, calculators, measurements, calibration, benchmarks):
+    for module in (facts, cases, search, calculators, measurements, calibration, benchmarks, validation):
         app.include_router(module.router, prefix="/api/v1")
     app.include_router(export_routes.router, prefix="/api/v1")  # downloads: /api/v1/export
     mount_docs(app)

@@ -326,6 +326,21 @@ def cmd_calibration(args) -> int:
     return 0
 
 
+def cmd_validate(args) -> int:
+    """serving-estimate against every stored benchmark point: the error tables (or the whole answer as JSON). The
+    report is read from beside the store when a server or an earlier run computed it for this data and code."""
+    from api.routes.validation import ValidationQuery, format_text, report, view
+
+    t0 = time.perf_counter()
+    answer = view(report(_store(args.db)), ValidationQuery(source=args.source))
+    if args.json:
+        print(json.dumps(answer, indent=2, ensure_ascii=False))
+        return 0
+    print(format_text(answer))
+    print(f"\nin {time.perf_counter() - t0:.1f} s; every row: casebook validate --json, or /validation")
+    return 0
+
+
 def cmd_import_measurements(args) -> int:
     from knowledge import measurements
 
@@ -376,6 +391,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("calibration", help="measured step estimate vs peak-rate bound over a grid, and leave-one-out errors")
     p.add_argument("--json", action="store_true", help="the whole report (every configuration) as JSON")
     p.set_defaults(func=cmd_calibration)
+
+    p = sub.add_parser("validate", help="serving-estimate against every stored benchmark point: errors by source, "
+                                        "hardware, model family, framework and load")
+    p.add_argument("--json", action="store_true", help="the whole answer (every row) as JSON")
+    p.add_argument("--source", default=None, help="only the points of this source id")
+    p.add_argument("--db", type=Path, default=DEFAULT_DB)
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("import-measurements",
                        help="copy the measured kernel tables out of the aiconfigurator-core 0.12.0 wheel")

@@ -241,6 +241,84 @@ class Coverage(BaseModel):
     families: dict[str, dict[str, int]] = {}
 
 
+# --------------------------------------------------------------------------- validation (api.routes.validation)
+
+class ValidationErrorStat(BaseModel):
+    n: int = Field(description="Points with both a predicted and a measured value of the metric.")
+    median_abs_error: Optional[float] = Field(None, description="Median of |predicted / measured − 1| (0.1 is 10 %).")
+    within_25_percent: Optional[float] = Field(None, description="Share of those points with |error| ≤ 0.25.")
+
+
+class ValidationBoundCheck(BaseModel):
+    n: int = Field(description="Compared points with a measured TPOT.")
+    holds: int = Field(description="Of those, points whose peak-rate floor (bound_tpot_s) is at or below it.")
+
+
+class ValidationGroup(BaseModel):
+    points: int = Field(description="Points compared in the group.")
+    tpot_s: ValidationErrorStat
+    output_tokens_per_s_per_device: ValidationErrorStat
+    ttft_s: ValidationErrorStat
+    bound_below_measured: ValidationBoundCheck
+
+
+class ValidationFigures(BaseModel):
+    tpot_s: Optional[float] = Field(None, description="Mean TPOT (measured: mean, else median, else ITL), s.")
+    ttft_s: Optional[float] = Field(None, description="Mean TTFT, s.")
+    output_tokens_per_s_per_device: Optional[float] = None
+
+
+class ValidationRow(BaseModel):
+    id: str = Field(description="Benchmark point id.")
+    source: str
+    model: Optional[str] = Field(None, description="Store model id (null: the model is not in the catalogue).")
+    model_hf: Optional[str] = Field(None, description="The model as published.")
+    model_family: Optional[str] = None
+    hardware: Optional[str] = Field(None, description="Store hardware id (null: not in the catalogue).")
+    hardware_name: Optional[str] = Field(None, description="The accelerator as published.")
+    devices: Optional[int] = None
+    framework: str
+    load: str = Field(description="concurrency, poisson, offline or burst when compared; else the load's kind.")
+    compared: bool
+    reason: Optional[str] = Field(None, description="Why the point is not compared.")
+    mapping: list[str] = Field(description="How the published configuration was read into the request.")
+    request: Optional[dict[str, Any]] = Field(None, description="The serving-estimate request of the point.")
+    measured: ValidationFigures
+    predicted: ValidationFigures
+    errors: ValidationFigures = Field(description="predicted / measured − 1 per metric (positive: slower TPOT/TTFT, "
+                                                  "more tokens/s than measured).")
+    basis: Optional[str] = Field(None, description="What the estimate rests on (measured kernels of a system, or bound).")
+    bound_below_measured: Optional[bool] = None
+    page_url: str = Field(description="The benchmark point's page.")
+    api_url: str = Field(description="The benchmark point as JSON.")
+    validation_url: str = Field(description="This row as JSON.")
+    calculator_url: Optional[str] = Field(None, description="The serving-estimate page computing the request.")
+
+
+class ValidationPoint(ValidationRow):
+    same_basis: Optional[ValidationGroup] = Field(None, description="Errors of the compared points estimated on the "
+                                                                    "same basis: how far off an estimate of its kind is.")
+
+
+class ValidationReport(BaseModel):
+    stored: int = Field(description="Benchmark points stored.")
+    points: int = Field(description="Points the filters keep.")
+    compared: int
+    not_compared: int
+    filters: dict[str, Any] = Field(description="The filters applied.")
+    within: float = Field(description="The error bound of within_25_percent (0.25).")
+    method: dict[str, str] = Field(description="What is compared and how, in words.")
+    overall: ValidationGroup
+    by_source: dict[str, ValidationGroup]
+    by_hardware: dict[str, ValidationGroup]
+    by_model_family: dict[str, ValidationGroup]
+    by_framework: dict[str, ValidationGroup]
+    by_load: dict[str, ValidationGroup]
+    not_compared_reasons: dict[str, Optional[str]] = Field(description="Point id -> why it is not compared.")
+    rows: list[ValidationRow]
+    cache_key: str = Field(description="sha256 of the store's content hash and the code that computed the report.")
+
+
 # --------------------------------------------------------------------------- the published OpenAPI document
 
 def tidy_openapi(spec: dict) -> dict:

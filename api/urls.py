@@ -202,6 +202,10 @@ class Urls:
         """The calibration report of the measured step estimate (its JSON twin: `json_twin(calibration())`)."""
         return "/calibration"
 
+    def validation(self, **query: Any) -> str:
+        """Serving estimates against the published measurements (`validation(source="mlperf-inference-v5.1")`)."""
+        return with_query("/validation", query)
+
     def search(self, q: str | None = None, **query: Any) -> str:
         return with_query("/search", {"q": q, **query})
 
@@ -243,6 +247,14 @@ class Urls:
 
     def api_measurement_table(self, table: str, /, **query: Any) -> str:
         return with_query(f"{self.api}/measurements/{_segment(table)}", query)
+
+    def api_validation(self, **query: Any) -> str:
+        """The validation report as JSON (the twin of `validation(**query)`)."""
+        return with_query(f"{self.api}/validation", query)
+
+    def api_validation_point(self, ident: str) -> str:
+        """One benchmark point's validation row."""
+        return f"{self.api}/validation/{_segment(ident)}"
 
     def api_search(self, q: str | None = None, **query: Any) -> str:
         return with_query(f"{self.api}/search", {"q": q, **query})

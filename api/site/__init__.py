@@ -8,7 +8,8 @@ Each page links its JSON twin under /api/v1.
 Modules, one per family of pages: `home`, `cases`, `facts` (hardware, models, frameworks, links,
 prices, sources), `calculators` (with `forms` for the GET forms and `charts`/`chart_layout` for the
 SVG charts), `search`, `pages` (coverage, claims, glossary), `measurements` (measured kernel
-tables), `calibration` (measured estimate vs bound), `benchmarks` (published serving measurements);
+tables), `calibration` (measured estimate vs bound), `benchmarks` (published serving measurements), `validation`
+(the serving estimate against them);
 `render` holds what they share and `format` the number formatting.
 
 `mount(app)` adds the routes, the static files and `app.state.render_not_found` (the app's 404
@@ -22,14 +23,14 @@ from markupsafe import escape
 from starlette.responses import HTMLResponse
 
 from api.routes.common import NotFound
-from api.site import benchmarks, calculators, calibration, cases, facts, home, measurements, pages, search
+from api.site import benchmarks, calculators, calibration, cases, facts, home, measurements, pages, search, validation
 from api.site import downloads
 from api.site.render import STATIC, log, render
 from api.urls import urls
 from calculators.framework.registry import REGISTRY  # noqa: F401  (tests and tools patch the registry through here)
 
 router = APIRouter(include_in_schema=False)
-for _module in (home, cases, facts, calculators, search, pages, measurements, calibration, benchmarks):
+for _module in (home, cases, facts, calculators, search, pages, measurements, calibration, benchmarks, validation):
     router.include_router(_module.router)
 router.include_router(downloads.router)  # /downloads
 

@@ -49,7 +49,7 @@ NAV: list[tuple[str, str]] = [
     (urls.home(), "Home"), (urls.cases(), "Cases"), (urls.calculators(), "Calculators"), (urls.models(), "Models"),
     (urls.hardware_list(), "Hardware"), (urls.links(), "Links"), (urls.frameworks(), "Frameworks"),
     (urls.prices(), "Prices"), (urls.measurements(), "Measurements"), (urls.benchmarks(), "Benchmarks"),
-    (urls.calibration(), "Calibration"),
+    (urls.validation(), "Validation"), (urls.calibration(), "Calibration"),
     (urls.sources(), "Sources"),
     (urls.coverage(), "Coverage"), (urls.claims(), "Claims"), (urls.glossary(), "Glossary")]
 
