@@ -147,7 +147,7 @@ def test_a_long_simulated_run_converges_to_the_steady_state():
     from calculators.families.serving._serving_estimate_model import run
     c = curve(0.03)
     a = closed_loop(c, 64, 256, slots=400)
-    r = run(c, 3200, 64, 1000, 256, 400, 8192, 0.03 / 1000, output_spread=0.5)
+    r = run(c, 3200, 64, 1000, 256, 400, 8192, 1000, output_spread=0.5)
     assert r.tpot_mean_s == pytest.approx(a.step_s, rel=0.03)
     assert r.output_tokens / r.duration_s == pytest.approx(a.completion_rate_per_s * 256, rel=0.03)
 

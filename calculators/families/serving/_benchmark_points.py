@@ -9,6 +9,8 @@ How a point becomes a request (each rule met is returned as a note):
 - a run whose `num_prompts` is published is simulated as that finite run (all at once when the rate is inf), with
   lengths uniform over [r, 1] × nominal for a range ratio r, and over [0, 2] × the means for ShareGPT;
 - MLPerf's Server scenario is Poisson arrivals at its target QPS;
+- a weight format that is one of the model's published checkpoint formats reads the checkpoint per component as
+  shipped (gpt-oss's "mxfp4" is MXFP4 experts beside BF16 attention);
 - `ep` not stated for an MoE run is 1 (experts sliced by tensor parallelism), `dp_attention` not stated is off.
 """
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calculators.domain import record
-from calculators.framework import Lookup, ids_of
+from calculators.domain import record, shipped_weight_formats
+from calculators.framework import CalcInputError, Lookup, ids_of
 
 #: frameworks the estimate has a scheduler and kernels for
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
@@ -48,6 +50,17 @@ def _format(name: Any, hardware: str | None, mapping: list[str], what: str) -> s
     return FORMATS.get(low)
 
 
+def _shipped(lookup: Lookup, model: str) -> set[str]:
+    """Format names of a store model's published checkpoint (a mixed one lists each component's)."""
+    try:
+        shipped = shipped_weight_formats(record(lookup, "model", model, "model").weight_dtype)
+    except CalcInputError:
+        return set()
+    if shipped is None:
+        return set()
+    return {shipped.main.name, *(f.name for f in shipped.components.values())}
+
+
 def request_of(point: dict, lookup: Lookup) -> tuple[dict | None, str | None, list[str]]:
     """(serving-estimate request, None, mapping notes) for a point the store can describe, else (None, reason, [])."""
     mapping: list[str] = []
@@ -71,7 +84,9 @@ def request_of(point: dict, lookup: Lookup) -> tuple[dict | None, str | None, li
     if cfg.get("spec_decoding") or cfg.get("speculative"):
         return None, "speculative decoding is not modelled by serving-estimate yet", []
     wf = _format(point.get("weight_format"), hw, mapping, "weights")
-    if wf is not None:
+    if wf is not None and wf in _shipped(lookup, model):
+        mapping.append(f"weights {wf}: the model's published checkpoint, read per component as shipped")
+    elif wf is not None:
         body["weight_format"] = wf
     kf = _format(point.get("kv_format"), hw, mapping, "KV")
     if kf is not None:

@@ -37,9 +37,14 @@ class StepCurve:
     batches: np.ndarray          # ascending decode batch sizes (≥ 1)
     decode_s: np.ndarray         # decode step at each batch, kernels + collectives (s)
     decode_comm_s: np.ndarray    # of which collectives (s)
-    prefill_s: float             # time one request's prefill adds to the steps it shares (s)
-    prefill_comm_s: float        # of which collectives (s)
+    prefill_s: np.ndarray | float   # time one request's prefill adds to steps of each batch of the grid (s)
+    prefill_comm_s: np.ndarray | float   # of which collectives (s)
     chunks: int                  # steps its prefill is spread over (⌈new input tokens / token budget⌉)
+
+    def prefill(self, b) -> float:
+        """What one prefill adds to steps that decode b requests (its tokens join their GEMMs and expert reads)."""
+        p = np.broadcast_to(np.asarray(self.prefill_s, dtype=float), self.batches.shape)
+        return float(np.interp(max(float(b), float(self.batches[0])), self.batches, p))
 
     def decode(self, b) -> np.ndarray:
         """Decode step at batch b (linear between grid points, never below batch 1's step)."""
@@ -80,14 +85,14 @@ _TOL = 1e-10
 _Z = {0.5: 0.0, 0.9: 1.2815515655446004, 0.99: 2.3263478740408408}
 
 
-def _ttft(curve: StepCurve, d: float, t: float, residual_steps: float) -> tuple[float, tuple[float, float, float]]:
+def _ttft(curve: StepCurve, d: float, t: float, residual_steps: float, p: float) -> tuple[float, tuple[float, float, float]]:
     """(mean, (p50, p90, p99)) of the time from reaching the engine to the first token, without queueing: the rest of
     the running step (`residual_steps` × T), then `chunks` steps that each hold one of the request's chunks (P /
     chunks) beside the decode work D and the chunks of other prefills. Those others arrive at random: their count is
     Poisson with the mean that makes the steps average T, and its normal approximation gives the percentiles."""
     c = curve.chunks
-    base = residual_steps * t + c * d + curve.prefill_s
-    per_other = curve.prefill_s / c if curve.prefill_s > 0 else 0.0
+    base = residual_steps * t + c * d + p
+    per_other = p / c if p > 0 else 0.0
     mu = c * (t - d) / per_other if per_other > 0 else 0.0
     qs = tuple(base + per_other * max(mu + z * math.sqrt(mu), 0.0) for z in _Z.values())
     return base + per_other * mu, qs       # the mean is residual × T + chunks × T + P
@@ -105,21 +110,21 @@ def closed_loop(curve: StepCurve, users: float, output_tokens: float, slots: flo
     o1 = max(output_tokens - 1.0, 0.0)
     held = min(users, slots)
     b = max(held * o1 / max(output_tokens, 1.0), 1.0)
-    x = t = d = 0.0
+    x = t = d = p = 0.0
     it = 0
     for it in range(1, _ITER + 1):
-        d = float(curve.decode(b))
-        x = _cycle_rate(held, d, curve.prefill_s, curve.chunks + 1.0 + o1)
-        t = d / (1.0 - x * curve.prefill_s)
+        d, p = float(curve.decode(b)), curve.prefill(b)
+        x = _cycle_rate(held, d, p, curve.chunks + 1.0 + o1)
+        t = d / (1.0 - x * p)
         b_new = max(x * o1 * t, 1.0) if o1 > 0 else 1.0
         if abs(b_new - b) <= _TOL * max(b, 1.0):
             b = b_new
             break
         b = 0.5 * (b + b_new)
-    service, (p50, p90, p99) = _ttft(curve, d, t, 1.0)
+    service, (p50, p90, p99) = _ttft(curve, d, t, 1.0, p)
     cycle = service + o1 * t
     wait = max(users / x - cycle, 0.0) if x > 0 else math.inf
-    return SteadyState(True, x, b, held, t, d, x * curve.prefill_s, service, service + wait, p50 + wait, p90 + wait,
+    return SteadyState(True, x, b, held, t, d, x * p, service, service + wait, p50 + wait, p90 + wait,
                        p99 + wait, wait, service + wait + o1 * t, it)
 
 
@@ -139,14 +144,14 @@ def open_loop(curve: StepCurve, rate_per_s: float, output_tokens: float, slots: 
     (new input tokens / budget), which sets how long the budget queue serves one request (in steps)."""
     o1 = max(output_tokens - 1.0, 0.0)
     x = rate_per_s
-    if x * curve.prefill_s >= 1.0:
-        return _unstable(x)
     b = max(x * o1 * float(curve.decode(1.0)), 1.0)
-    t = d = 0.0
+    t = d = p = 0.0
     it = 0
     for it in range(1, _ITER + 1):
-        d = float(curve.decode(b))
-        t = d / (1.0 - x * curve.prefill_s)
+        d, p = float(curve.decode(b)), curve.prefill(b)
+        if x * p >= 1.0:
+            return _unstable(x)
+        t = d / (1.0 - x * p)
         b_new = max(x * o1 * t, 1.0) if o1 > 0 else 1.0
         if b_new > 4 * slots:
             return _unstable(x)
@@ -154,7 +159,7 @@ def open_loop(curve: StepCurve, rate_per_s: float, output_tokens: float, slots: 
             b = b_new
             break
         b = 0.5 * (b + b_new)
-    service, qs = _ttft(curve, d, t, 0.5)
+    service, qs = _ttft(curve, d, t, 0.5, p)
     held = x * (service + o1 * t)
     if held > slots:
         return _unstable(x)
@@ -163,7 +168,7 @@ def open_loop(curve: StepCurve, rate_per_s: float, output_tokens: float, slots: 
     rho = min(x * s, 0.999)
     wq = rho * s / (2.0 * (1.0 - rho)) if rho > 0 else 0.0
     p50, p90, p99 = (q + w for q, w in zip(qs, _tail(wq, rho)))
-    return SteadyState(True, x, b, held, t, d, x * curve.prefill_s, service, service + wq, p50, p90, p99, wq,
+    return SteadyState(True, x, b, held, t, d, x * p, service, service + wq, p50, p90, p99, wq,
                        service + wq + o1 * t, it)
 
 
@@ -197,7 +202,7 @@ def simulate(curve: StepCurve, users: int, output_tokens: int, slots: int, reque
         chunk_reqs = prefilling[:cap]
         b = len(decoding)
         step = float(curve.decode(max(b, 1))) if (b or chunk_reqs) else 0.0
-        step += len(chunk_reqs) * curve.prefill_s / curve.chunks
+        step += len(chunk_reqs) * curve.prefill(max(b, 1)) / curve.chunks
         now += step
         waiting.extend(arriving)
         arriving = []
@@ -251,12 +256,13 @@ MAX_RUN_STEPS = 400_000
 
 
 def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_tokens: float, slots: int,
-        budget: int, prefill_s_per_token: float, output_spread: float = 0.0, input_spread: float = 0.0,
+        budget: int, new_tokens: float, output_spread: float = 0.0, input_spread: float = 0.0,
         seed: int = 0) -> RunResult:
     """`prompts` requests through one engine, `users` at a time (a closed loop that stops after `prompts`; users =
     prompts is a burst, `--request-rate inf` without a concurrency cap). Each step decodes one token of every
     running request and spends the rest of the token budget on the waiting prefills in arrival order (chunked
-    prefill, the FCFS order of vLLM V1 and SGLang); it lasts D(decoding requests) plus each prefilled token's cost.
+    prefill, the FCFS order of vLLM V1 and SGLang); it lasts D(decoding requests) plus each prefilled token's cost
+    (P at that batch ÷ `new_tokens`, the new input tokens of a mean prompt).
     Lengths are uniform over mean × [1 − spread, 1 + spread]. Metrics as `vllm bench serve` prints them: TTFT
     and TPOT = (e2e − TTFT) / (output − 1) per request, then their mean and percentiles."""
     rng = np.random.default_rng(seed)
@@ -305,10 +311,11 @@ def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_
             now = max(now, float(nxt))
             continue
         d = float(curve.decode(max(nd, 1)))
-        step = d + tok * prefill_s_per_token
+        per_token = curve.prefill(max(nd, 1)) / new_tokens
+        step = d + tok * per_token
         now += step
         steps += 1
-        busy_pf += tok * prefill_s_per_token
+        busy_pf += tok * per_token
         bw += nd * step
         sw += active_n * step
         dec_left[decoding] -= 1.0

@@ -43,7 +43,8 @@ class StepCurveOut(Outputs):
     decode_batch: list[int] = Field(description="Decode batches of the grid, requests.")
     decode_step_s: list[float] = Field(description="Decode step at each batch (kernels + collectives), s.")
     decode_step_bound_s: list[float] = Field(description="Its peak-rate bound (+ the same collectives), s.")
-    prefill_added_s: float = Field(description="Time one request's prefill adds to the steps it shares, s.")
+    prefill_added_s: list[float] = Field(description="Time one request's prefill adds to the steps it shares, at each "
+                                         "decode batch of the grid, s.")
     prefill_chunks: int = Field(description="Steps one prefill is spread over (⌈new input tokens / token budget⌉).")
     decode_context_tokens: float = Field(description="Mean context of a decoding request, I + O/2, tokens.")
 

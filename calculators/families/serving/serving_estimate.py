@@ -148,8 +148,11 @@ def _times(ops, rates, system, framework, link):
     return kb, km, comm
 
 
-def _prefill(lay, split, wf, kf, rates, system, framework, link, new: int, cached: int, budget: int):
-    """(added time, added collectives, its bound, chunks) of one request's prefill of `new` tokens after `cached`."""
+def _prefill(lay, split, wf, kf, rates, system, framework, link, grid: np.ndarray, new: int, cached: int, budget: int):
+    """(added, its collectives, its bound: arrays over the decode grid; chunks) of one request's prefill of `new`
+    tokens after `cached`, joining steps that decode B requests: its tokens ride the steps' GEMMs and expert reads,
+    so each chunk adds N(B + chunk) − N(B), N the kernels of a step without attention over context, plus the chunk's
+    own causal attention (its prefill step minus N(chunk))."""
     n = max(1, math.ceil(new / budget))
     if n <= _MAX_CHUNKS:
         sizes = np.full(n, float(budget))
@@ -160,14 +163,29 @@ def _prefill(lay, split, wf, kf, rates, system, framework, link, new: int, cache
         sizes = np.array([budget, budget, new - budget * (n - 1)], dtype=float)
         ctx = np.array([cached, cached + budget * (n // 2), cached + budget * (n - 1)], dtype=float)
         weight = np.array([1.0, n - 2.0, 1.0])
-    ops = step_ops(lay, "prefill", 1, np.concatenate([sizes, [1.0]]), np.concatenate([ctx, [0.0]]), split, wf, kf)
-    kb, km, comm = _times(ops, rates, system, framework, link)
-    base_k = (km if km is not None else kb)[-1]
-    k = (km if km is not None else kb)[:-1]
-    added = float(np.sum(weight * np.maximum(k - base_k, 0.0)))
-    added_comm = float(np.sum(weight * np.maximum(comm[:-1] - comm[-1], 0.0)))
-    added_bound = float(np.sum(weight * np.maximum(kb[:-1] - kb[-1], 0.0)))
-    return added + added_comm, added_comm, added_bound + added_comm, n
+    # N at every batch the curve needs: the grid, the grid plus each chunk, and each chunk alone
+    need = np.unique(np.concatenate([grid, (grid[:, None] + sizes[None, :]).ravel(), sizes]))
+    flat = step_ops(lay, "decode", need, 1, 1, split, wf, kf, include_lm_head=False)
+    nb, nm, nc = _times(flat, rates, system, framework, link)
+    at = lambda m: np.searchsorted(need, m)
+    pre = step_ops(lay, "prefill", 1, sizes, ctx, split, wf, kf)
+    pb, pm, pc = _times(pre, rates, system, framework, link)
+    k_n = nm if nm is not None else nb
+    k_p = pm if pm is not None else pb
+
+    def added(kern_n, kern_p, comm_n, comm_p, with_comm: bool):
+        g = grid[:, None] + sizes[None, :]
+        ride = kern_n[at(g)] - kern_n[at(grid)][:, None]
+        own = np.maximum(kern_p - kern_n[at(sizes)], 0.0)
+        total = ride + own[None, :]
+        c = comm_n[at(g)] - comm_n[at(grid)][:, None] + np.maximum(comm_p - comm_n[at(sizes)], 0.0)[None, :]
+        if with_comm:
+            total = total + c
+        return np.maximum(total, 0.0) @ weight, np.maximum(c, 0.0) @ weight
+
+    p, p_comm = added(k_n, k_p, nc, pc, True)
+    p_bound, _ = added(nb, pb, nc, pc, True)
+    return p, p_comm, p_bound, n
 
 
 def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -> Result:
@@ -245,12 +263,14 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     d_bound = kb + comm + hand
     d = (km if km is not None else kb) + comm + hand
     new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
-    p, p_comm, p_bound, chunks = _prefill(lay, split, wf, kf, rates, system, req.framework, link, new, I - new,
+    p, p_comm, p_bound, chunks = _prefill(lay, split, wf, kf, rates, system, req.framework, link, grid, new, I - new,
                                           req.chunked_prefill_tokens)
     curve = StepCurve(grid, d, comm + hand, p, p_comm, chunks)
     res.step("decode step D(1)", "one engine's decode kernels at batch 1 + its collectives", basis, float(d[0]), "s")
-    res.step("prefill added P", "Σ over its chunks (chunk step − a one-token step): the work a prefill adds to the "
-             "steps it shares", f"{num(new)} new tokens in {chunks} chunk(s) of ≤ {num(req.chunked_prefill_tokens)}", p, "s")
+    res.step("prefill added P(B)", "Σ over its chunks [N(B + chunk) − N(B)] + the chunk's causal attention: what a "
+             "prefill adds to steps decoding B requests (N: a step's kernels without attention over context)",
+             f"{num(new)} new tokens in {chunks} chunk(s) of ≤ {num(req.chunked_prefill_tokens)}; P(1) = "
+             f"{fmt_s(float(p[0]))}, P({num(grid[-1])}) = {fmt_s(float(p[-1]))}", float(p[0]), "s")
 
     # ---- the steady state
     load = "concurrency" if req.concurrency is not None else ("poisson" if req.arrival_rate_per_s is not None else "offline")
@@ -330,7 +350,7 @@ def _simulated(req, res: Result, curve: StepCurve, new: int, engines: int, slots
         raise CalcInputError("num_prompts", f"a run of {prompts:,} prompts × {O:,} output tokens takes about "
                              f"{num(steps)} engine steps, more than the {MAX_RUN_STEPS:,} simulated: give fewer prompts "
                              "or drop num_prompts for the steady state")
-    r = run(curve, prompts, users, new, O, slots, req.chunked_prefill_tokens, curve.prefill_s / new,
+    r = run(curve, prompts, users, new, O, slots, req.chunked_prefill_tokens, new,
             req.output_tokens_spread, req.input_tokens_spread)
     res.step("simulated run", "every step: one token of each running request + prefill chunks within the token "
              "budget in arrival order; TPOT = (e2e − TTFT) / (O − 1) per request, then the mean",
@@ -401,7 +421,7 @@ def _outputs(req, res, st, curve, d_bound, grid, kb, comm, load, engines, device
         "step_shares": shares,
         "basis": basis,
         "step_curve": {"decode_batch": [int(x) for x in grid], "decode_step_s": [float(x) for x in curve.decode_s],
-                       "decode_step_bound_s": [float(x) for x in d_bound], "prefill_added_s": float(curve.prefill_s),
+                       "decode_step_bound_s": [float(x) for x in d_bound], "prefill_added_s": [float(x) for x in curve.prefill_s],
                        "prefill_chunks": int(curve.chunks), "decode_context_tokens": float(ctx)},
         "weights_per_device_bytes": w_dev,
         "kv_bytes_per_request_per_device": kv_req,
