@@ -16,7 +16,10 @@ from api.queries import (
     SourceQuery,
 )
 from api.responses import FastJSONResponse
+from api.problems import problem
 from api.routes.common import NotFound, page
+from calculators.domain import AmbiguousModelId, resolve_model_id
+from calculators.framework import UnknownId
 from knowledge.store import Store
 
 router = APIRouter(tags=["facts"])
@@ -67,10 +70,30 @@ def list_models(request: Request, query: Annotated[ModelQuery, Query()],
     return page(request, query.run(store))
 
 
-@router.get("/models/{model_id}", response_model=S.Model, summary="Get one model architecture",
-            description="One model: every shape number with its source (published config or report) and locator, MoE and MLA details, and the attention layer groups the kv-cache calculator uses. Unknown ids answer 404.")
-def get_model(model_id: Id, store: Store = Depends(get_store)):
-    return _get(store, "model", model_id, "/api/v1/models")
+ModelName = Annotated[str, Path(min_length=1, max_length=200, description="Model id, or a name it resolves from: "
+                                 "case-insensitive, a Hugging Face repository (meta-llama/Llama-3.1-8B-Instruct) or "
+                                 "its name, with or without -Instruct.")]
+
+
+@router.get("/models/{model_id:path}", response_model=S.Model, summary="Get one model architecture",
+            description="One model: every shape number with its source (published config or report) and locator, MoE and "
+                        "MLA details, and the attention layer groups the kv-cache calculator uses. A name that is not an "
+                        "id is resolved as calculators resolve `model` (case-insensitive, Hugging Face repository, "
+                        "with or without -Instruct): the record is answered with `Content-Location` naming its id. "
+                        "A name that reads as several models answers 422 listing them; unknown names answer 404.")
+def get_model(model_id: ModelName, store: Store = Depends(get_store)):
+    if store.get("model", model_id) is not None:
+        return _get(store, "model", model_id, "/api/v1/models")
+    try:
+        mid, _ = resolve_model_id(store.lookup, model_id, "model_id")
+    except AmbiguousModelId as exc:
+        return problem(422, "Ambiguous model name", exc.message, kind="validation",
+                       errors=[{"field": "model_id", "in": "path", "message": exc.message, "type": "ambiguous_id",
+                                "suggestions": exc.candidates}],
+                       candidates=exc.candidates, see="/api/v1/models")
+    except UnknownId:
+        raise NotFound("model", model_id, "/api/v1/models") from None
+    return FastJSONResponse(store.get("model", mid), headers={"Content-Location": f"/api/v1/models/{mid}"})
 
 
 @router.get("/frameworks", response_model=S.Page[S.Framework], summary="List inference and training frameworks",

@@ -1,7 +1,7 @@
 """The domain layer: what the calculators know about the things they compute with.
 
 Number formats (`formats`), hardware, links, prices and the one memory rule (`hardware`, `link_fit`), model
-architectures and their KV and parameter ledgers (`architecture`), the layer layout of any model (`layout`), Hugging Face config readers (`hf_config` over
+architectures and their KV and parameter ledgers (`architecture`), how a model name becomes a store id (`model_ids`), the layer layout of any model (`layout`), Hugging Face config readers (`hf_config` over
 `hf_reader` and `hf_layouts`) and the request sub-models several calculators share (`requests`). Families and the
 perf package import from this face; the modules behind it are private to the package.
 """
@@ -41,10 +41,12 @@ from calculators.domain.hf_config import (
     ORDER, record_from_config,
 )
 from calculators.domain.model_sizes import MatrixParams, arch_matrix_params, matrix_params, weights_in_budget
+from calculators.domain.model_ids import AmbiguousModelId, resolve_model, resolve_model_id
 
 __all__ = [
     'ATTENTION', 'COMPRESSED', 'KNOWN_ATTENTION', 'LINEAR', 'LINEAR_KINDS', 'Layout', 'MLA', 'Mixer',
     'layout_from_arch', 'layout_ledger', 'layout_of',
+    'AmbiguousModelId', 'resolve_model', 'resolve_model_id',
     'ALIASES', 'AllReduceFit', 'Arch', 'Architecture', 'COMPONENTS', 'Count', 'DEFAULT_MEMORY_UTILIZATION',
     'DEFAULT_RUNTIME_RESERVE_BYTES', 'DTYPE_BYTES', 'Dim', 'ExpertCount', 'FORMATS', 'FORMAT_HELP', 'Fmt',
     'FormatField', 'FormatName', 'FormatSpec', 'GroupSpec', 'HardwareSpec', 'HeadCount', 'HeadDim', 'Heads',

@@ -20,6 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from calculators.domain.records import ModelRecord, as_model
+from calculators.domain.model_ids import resolve_model
 from calculators.framework import (
     CalcInputError,
     Lookup,
@@ -28,7 +29,6 @@ from calculators.framework import (
     TransientRecord,
     fact_source,
     fact_value,
-    fetch,
     num,
     out,
 )
@@ -64,7 +64,13 @@ def model_record(req, lookup: Lookup, res: Result | None = None, required: bool 
     if model_id is not None and config is not None:
         raise CalcInputError("model_config", "give `model` (an id) or `model_config`, not both")
     if model_id is not None:
-        return as_model(fetch(lookup, "model", model_id, "model"))
+        rec, how = resolve_model(lookup, model_id, "model")
+        if how and res is not None:
+            # a name read as a store id (case, Hugging Face repository, -Instruct ...): said once, and the request
+            # carries the id from here on, so everything keyed by it (benchmarks, labels, nested requests) agrees
+            res.assume(how)
+            req.model = rec["id"]
+        return as_model(rec)
     if config is not None:
         return as_model(record_from_hf_config(config, res))
     if required:
