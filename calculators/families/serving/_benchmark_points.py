@@ -11,6 +11,8 @@ How a point becomes a request (each rule met is returned as a note):
 - MLPerf's Server scenario is Poisson arrivals at its target QPS;
 - a weight format that is one of the model's published checkpoint formats reads the checkpoint per component as
   shipped (gpt-oss's "mxfp4" is MXFP4 experts beside BF16 attention);
+- KV format not stated for TensorRT-LLM with an FP8 or FP4 checkpoint is FP8 (those checkpoints quantize the KV
+  cache; stated per row as an assumption);
 - `ep` not stated for an MoE run is 1 (experts sliced by tensor parallelism), `dp_attention` not stated is off.
 """
 from __future__ import annotations
@@ -89,6 +91,10 @@ def request_of(point: dict, lookup: Lookup) -> tuple[dict | None, str | None, li
     elif wf is not None:
         body["weight_format"] = wf
     kf = _format(point.get("kv_format"), hw, mapping, "KV")
+    if kf is None and fw == "trtllm" and (point.get("weight_format") or "").lower() in ("fp8", "fp4", "nvfp4"):
+        kf = "fp8"
+        mapping.append("KV not stated, TensorRT-LLM with an FP8/FP4 checkpoint: FP8 KV cache (NVIDIA's quantized "
+                       "checkpoints set kv_cache_quant_algo FP8; an assumption, not a published figure of the run)")
     if kf is not None:
         body["kv_format"] = kf
     isl, osl = point.get("input_tokens"), point.get("output_tokens")
