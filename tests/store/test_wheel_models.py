@@ -181,3 +181,13 @@ def test_benchmark_points_name_the_store_ids(catalog):
         if p["hardware"] is None:
             assert "GB200" in p["hardware_name"], p["id"]  # the only device the store has no per-GPU record of
     assert seen >= 45
+
+
+def test_the_cli_dry_run_lists_what_it_would_skip(wheel, skipped, capsys):
+    from api.cli import main
+
+    assert main(["import-models", "--wheel", str(wheel), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"0 imported, {len(skipped)} skipped" in out and "licence Apache-2.0" in out
+    assert all(s["repository"] in out for s in skipped)
+    assert "nothing written" in out
