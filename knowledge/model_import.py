@@ -408,7 +408,8 @@ def write_pairs(pairs: list[tuple[dict, dict]], models_path: Path = MODELS, sour
     return changed
 
 
-def print_report(report: dict, out=sys.stdout) -> None:
+def print_report(report: dict, out=None) -> None:
+    out = out or sys.stdout  # looked up at call time (a redirected stdout is honoured)
     out.write(f"{report['wheel']} (sha256 {report['wheel_sha256'][:16]}..., licence {report['license']}): "
               f"{len(report['imported'])} imported, {len(report['skipped'])} skipped, {len(report['present'])} already in the store\n")
     for e in report["imported"]:
