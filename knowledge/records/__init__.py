@@ -10,7 +10,7 @@ from knowledge.records.base import (COUNT_FIELDS, STRUCTURAL, UNIT_SUFFIXES, Cal
                                     Label, PositiveInt, Problems, Record, Slug, SourceId, Text, describe, fact_rule,
                                     join, refs, refuse)
 from knowledge.records.benchmark import FRAMEWORKS as BENCHMARK_FRAMEWORKS
-from knowledge.records.benchmark import Benchmark, Latency, Load, Measured
+from knowledge.records.benchmark import Benchmark, BenchmarkLatency, BenchmarkLoad, Measured
 from knowledge.records.book import (Case, Check, Claim, ClaimAlternative, Derivation, Feature, Framework, Glossary,
                                     Uses)
 from knowledge.records.facts import (MLA, SCOPES, ConfigProvenance, Hardware, Link, Model, ModelLayerGroup,
@@ -24,7 +24,7 @@ KINDS: dict[str, type[Record]] = {
 }
 
 __all__ = [
-    "BENCHMARK_FRAMEWORKS", "Benchmark", "Latency", "Load", "Measured",
+    "BENCHMARK_FRAMEWORKS", "Benchmark", "BenchmarkLatency", "BenchmarkLoad", "Measured",
     "COUNT_FIELDS", "KINDS", "MLA", "SCOPES", "STRUCTURAL", "UNIT_SUFFIXES", "Calculator", "Case", "Check", "Claim",
     "ClaimAlternative", "ConfigProvenance", "CountFact", "Derivation", "Fact", "FactGroup", "Feature", "Framework",
     "Glossary", "Hardware", "Label", "Link", "MoE", "Model", "ModelLayerGroup", "ModelStream", "Peak", "PositiveInt",

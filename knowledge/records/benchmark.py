@@ -71,7 +71,7 @@ def _rate_problems(path: str, v: Any) -> Problems:
     return []
 
 
-class Latency(BaseModel):
+class BenchmarkLatency(BaseModel):
     """One latency's statistics, in seconds (only those the source prints)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -90,10 +90,10 @@ class Measured(BaseModel):
     Other keys are allowed when their name ends in a unit (`_s` or `_per_s`)."""
 
     model_config = ConfigDict(extra="allow")
-    ttft_s: Optional[Latency] = Field(None, description="Time to first token, seconds.")
-    tpot_s: Optional[Latency] = Field(None, description="Time per output token after the first, seconds.")
-    itl_s: Optional[Latency] = Field(None, description="Inter-token latency, seconds.")
-    e2e_s: Optional[Latency] = Field(None, description="End-to-end request latency, seconds.")
+    ttft_s: Optional[BenchmarkLatency] = Field(None, description="Time to first token, seconds.")
+    tpot_s: Optional[BenchmarkLatency] = Field(None, description="Time per output token after the first, seconds.")
+    itl_s: Optional[BenchmarkLatency] = Field(None, description="Inter-token latency, seconds.")
+    e2e_s: Optional[BenchmarkLatency] = Field(None, description="End-to-end request latency, seconds.")
     output_tokens_per_s: Optional[float] = Field(None, description="Output tokens per second of the whole deployment.")
     output_tokens_per_s_per_device: Optional[float] = Field(
         None, description="Output tokens per second per accelerator (as published, or derived: see the note).")
@@ -127,7 +127,7 @@ class Measured(BaseModel):
         return data
 
 
-class Load(BaseModel):
+class BenchmarkLoad(BaseModel):
     """How the benchmark loaded the deployment: exactly one of a closed loop (`concurrency`), an open-loop
     rate (`requests_per_s`), an offline run (`offline: true`) or an MLPerf server scenario."""
 
@@ -143,7 +143,7 @@ class Load(BaseModel):
     tpot_limit_s: Optional[float] = Field(None, description="The server scenario's TPOT limit, seconds.")
 
     @model_validator(mode="after")
-    def _one_kind(self) -> "Load":
+    def _one_kind(self) -> "BenchmarkLoad":
         problems: Problems = []
         given = [k for k in ("concurrency", "requests_per_s", "offline", "server_scenario") if getattr(self, k)]
         for flag in ("offline", "server_scenario"):
@@ -206,7 +206,7 @@ class Benchmark(Record):
     output_tokens: Optional[float] = Field(description="Mean output tokens per request; null when the source does not "
                                                        "print it (say so in note).")
     dataset: Text = Field(description="random, sharegpt, mlperf-openorca …")
-    load: Load
+    load: BenchmarkLoad
     config: dict[str, Any] = Field({}, description="Any other published setting (max_num_seqs, chunked prefill …).")
     measured: Measured
     as_published: Text = Field(description="The raw figures as the source prints them.")
