@@ -71,12 +71,16 @@ DIRECT = tuple(name for name, calc in REGISTRY.items() if calc.mcp_tool)
 LIST_TOOL = {"model": "list_models", "hardware": "list_hardware", "link": "list_links", "case": "list_cases"}
 
 def _bare(prop: dict) -> dict:
-    """A property of a JSON Schema reduced to its type (arrays keep their items' type), for a compact outputSchema."""
+    """A property of a JSON Schema reduced to its type, for a compact outputSchema: arrays keep their items' type
+    unless it is only `object` (the envelope's steps and cases, whose shape api.schemas.Envelope gives; ~50 bytes a
+    calculator tool in tools/list)."""
     if "$ref" in prop:
         return {"type": "object"}
     out = {"type": prop.get("type", "object")}
     if out["type"] == "array":
-        out["items"] = _bare(prop.get("items") or {})
+        items = _bare(prop.get("items") or {})
+        if items != {"type": "object"}:
+            out["items"] = items
     return out
 
 
@@ -136,7 +140,12 @@ def _first_sentence(text: str, limit: int = 72) -> str:
             text = text[:i]
             break
     text = text.rstrip(".;: ")
-    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]          # end at a word: a half word is no information
+    space = cut.rfind(" ")
+    cut = cut[:space] if space > limit // 2 else cut[:limit - 1]
+    return cut.rstrip(" ,;:(-–—") + "…"
 
 
 def _calculation(env: dict, lead: str, protocol_version: str | None) -> CallToolResult:
@@ -275,11 +284,29 @@ def compact_property(prop: dict, sweepable: bool = False, limit: int = 72) -> di
     return out
 
 
+_LISTED = re.compile(r" \(([^()]*, …)\)")
+
+
+def _list_once(props: dict[str, dict]) -> None:
+    """A long choice list (the formats) written out in the first field that takes it; the next fields with the same
+    list name that field instead of repeating it."""
+    first: dict[str, str] = {}
+    for name, p in props.items():
+        m = _LISTED.search(p.get("description", ""))
+        if m is None:
+            continue
+        if m.group(1) in first:
+            p["description"] = p["description"][:m.start()] + f" (as {first[m.group(1)]})" + p["description"][m.end():]
+        else:
+            first[m.group(1)] = name
+
+
 def compact_schema(calc: Calculator) -> dict:
     """The calculator's request schema, top level only (describe_calculator has the full one)."""
     full = calc.request_model.model_json_schema()
     sweep = {s for s in calc.sweepable if "." not in s}
     props = {name: compact_property(p, name in sweep) for name, p in full.get("properties", {}).items()}
+    _list_once(props)
     out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if full.get("required"):
         out["required"] = full["required"]
@@ -762,9 +789,9 @@ def build_tools(app) -> list[Tool]:
         c = REGISTRY.get(name)
         if c is None:
             continue
-        sweep = ", ".join(s for s in c.sweepable if "." not in s)
+        # which fields sweep is said by each of them ("list = sweep"), not again here
         example = min([c.example, *c.extra_examples], key=lambda e: len(_json(e)))   # the shortest shows the shape
-        desc = _first_sentence(c.summary, 400) + "." + (f" Sweepable: {sweep}." if sweep else "") + \
+        desc = _first_sentence(c.summary, 400) + "." + \
             f" Example: {_json(example).decode()}. Full schema: describe_calculator('{c.name}')."
         tools.append(_tool(c.operation_id, t.direct(c), desc, compact_schema(c), title=c.title,
                            output_schema=ENVELOPE_SCHEMA))
