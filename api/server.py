@@ -3,6 +3,10 @@
 - Request heads (request line + headers) are limited in size (431) and in time (408), request bodies in
   time (408), idle keep-alive connections are closed: `GuardedHttpToolsProtocol`, a thin subclass of
   uvicorn's httptools protocol (uvicorn's own h11 limit is used when httptools is missing).
+- Answers are written in parts of WRITE_CHUNK_BYTES, each once the one before has drained, and a client that does
+  not take a part within `write_timeout_s` has its connection reset and the rest of its answer dropped: a client
+  that never reads has about one part in the connection's buffers (not a copy of the whole answer), and holds its
+  answer only until the deadline; then the allocator is asked to give the memory back (`malloc_trim`).
 - SIGTERM drains: listeners close, in-flight requests get `graceful_shutdown_s` to finish.
 - Forwarded headers are trusted only when configured; no `server` header.
 - The exit status tells whether the server ran: 0 after a signal, 3 when it could not start (port in use,
@@ -19,9 +23,12 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
+import asyncio
 from asyncio import TimerHandle
 from typing import Any
 
@@ -44,6 +51,15 @@ CRASH_WINDOW_S = 60.0
 #: after refusing a request, read and drop what the client still sends for this long before closing, so the
 #: client reads the refusal instead of a connection reset
 LINGER_S = 1.0
+#: a response body larger than this is handed to the transport in parts of this size, each after the part before
+#: has drained (uvicorn waits while the transport's buffer is over its high-water mark), so that a slow client's
+#: connection buffers one part, not a copy of the whole body
+WRITE_CHUNK_BYTES = 256 * 1024
+#: after a body at least this large has been sent (or dropped), the C allocator is asked to return its free memory
+#: to the system (`malloc_trim`, at most once per TRIM_DELAY_S): the answers of slow readers are freed in the
+#: middle of the heap, which glibc otherwise keeps (12 dropped 33 MB answers left a worker ~360 MB larger)
+TRIM_AFTER_BYTES = 8 * 2**20
+TRIM_DELAY_S = 0.5
 _PROBLEMS = "https://casebook.invalid/problems/"
 
 try:
@@ -69,9 +85,15 @@ if HttpToolsProtocol is not None:
         """uvicorn's httptools protocol with a size limit on request heads and deadlines on heads and bodies.
 
         A request head is counted from its first byte until the blank line that ends it, before the parser
-        sees it, so an oversized head costs one read, not a parse. At most one timer per connection: the
+        sees it, so an oversized head costs one read, not a parse. At most one read timer per connection: the
         head deadline runs from the connection (or from a read that left a head incomplete) until the head
         is complete, the body deadline from a read that left a body incomplete until it is complete.
+
+        Writing has its own deadline: it runs while the transport's buffer is over its high-water mark (from
+        `pause_writing` to `resume_writing`); a client that has not taken that much of the answer when it passes
+        is a slow reader: its connection is reset (no lingering: the kernel drops what it still buffers) and the
+        app's further sends for it are dropped. Bodies reach the transport in parts (`_in_parts`), so the deadline
+        applies to each part, and a reading client, however slow its link, keeps its connection.
         """
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -85,6 +107,9 @@ if HttpToolsProtocol is not None:
             self._tail = b""             # the head's last bytes, to find a blank line split across reads
             self._deadline: TimerHandle | None = None
             self._refused = False
+            self._write_timeout_s = s.write_timeout_s
+            self._write_deadline: TimerHandle | None = None
+            self.app = _in_parts(self.app)
 
         # -- connection
         def connection_made(self, transport) -> None:  # type: ignore[override]
@@ -93,9 +118,46 @@ if HttpToolsProtocol is not None:
             self._arm(self._head_timeout_s)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            """Drop the deadline with the connection."""
+            """Drop the deadlines with the connection."""
             self._disarm()
+            self._disarm_write()
             super().connection_lost(exc)
+
+        # -- writing
+        def pause_writing(self) -> None:
+            """The transport's buffer is over its high-water mark: the client has `write_timeout_s` to take it."""
+            super().pause_writing()
+            if self._write_deadline is None:
+                self._write_deadline = self.loop.call_later(self._write_timeout_s, self._write_deadline_passed)
+
+        def resume_writing(self) -> None:
+            """The buffer has drained below its low-water mark: the deadline stops."""
+            self._disarm_write()
+            super().resume_writing()
+
+        def _disarm_write(self) -> None:
+            if self._write_deadline is not None:
+                self._write_deadline.cancel()
+                self._write_deadline = None
+
+        def _write_deadline_passed(self) -> None:
+            """A slow reader: reset the connection, which frees its buffers here and in the kernel at once."""
+            self._write_deadline = None
+            transport = self.transport
+            if transport is None or transport.is_closing():
+                return
+            log.warning("closed the connection of %s: it did not take %d bytes of its answer within %g s "
+                        "(CASEBOOK_WRITE_TIMEOUT_S)", self.client, transport.get_write_buffer_size(),
+                        self._write_timeout_s)
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True      # the app's further sends are dropped, its receive() says disconnect
+                cycle.message_event.set()
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):   # linger 0: close with a reset, dropping unsent data
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()
 
         def data_received(self, data: bytes) -> None:
             """Count head bytes and refuse an oversized head (431) before parsing; start a deadline when a
@@ -193,6 +255,54 @@ if HttpToolsProtocol is not None:
                 self.loop.call_later(LINGER_S, self.transport.close)
             else:  # pragma: no cover - TLS transports cannot half-close
                 self.transport.close()
+
+
+def _in_parts(app: Any) -> Any:
+    """The ASGI `app` with every response body over WRITE_CHUNK_BYTES sent in parts of that size (views of the body:
+    no copy), so that uvicorn's flow control (it waits for the transport to drain before each send) applies
+    within a body, and the transport never buffers a whole large answer for a client that does not read it."""
+
+    async def wrapped(scope, receive, send) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+
+        async def send_in_parts(message) -> None:
+            body = message.get("body", b"")
+            if message["type"] != "http.response.body" or len(body) <= WRITE_CHUNK_BYTES:
+                return await send(message)
+            view, more = memoryview(body), message.get("more_body", False)
+            try:
+                for start in range(0, len(view), WRITE_CHUNK_BYTES):
+                    end = start + WRITE_CHUNK_BYTES
+                    await send({"type": "http.response.body", "body": view[start:end],
+                                "more_body": more or end < len(view)})
+            finally:
+                if len(view) >= TRIM_AFTER_BYTES:
+                    _trim_soon()
+
+        await app(scope, receive, send_in_parts)
+
+    return wrapped
+
+
+_trim_pending = False
+
+
+def _trim_soon() -> None:
+    """Ask the C allocator to give its free memory back to the system in TRIM_DELAY_S (once the answer's last
+    references are gone), once for any number of calls meanwhile; nothing where libc has no `malloc_trim`."""
+    global _trim_pending
+    if _trim_pending:
+        return
+    _trim_pending = True
+
+    def trim() -> None:
+        global _trim_pending
+        _trim_pending = False
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).malloc_trim(0)
+
+    asyncio.get_running_loop().call_later(TRIM_DELAY_S, trim)
 
 
 def uvicorn_config(settings: Settings, host: str, port: int, workers: int, log_level: str = "info",
