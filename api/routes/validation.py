@@ -110,6 +110,7 @@ def _persist(directory: Path, key: str, raw: bytes) -> None:
         fd, tmp = tempfile.mkstemp(prefix=".report-", dir=directory)
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+        os.chmod(tmp, 0o644)        # as readable as the store beside it (mkstemp makes 0600)
         os.replace(tmp, directory / f"{key}.json")
         for old in directory.glob("*.json"):
             if old.name != f"{key}.json":

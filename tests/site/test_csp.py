@@ -12,7 +12,7 @@ from tests.site.test_pages import page_urls
 
 #: pages besides page_urls: HTML error pages (404, 422) and the pages that need a query
 MORE_PAGES = ["/no-such-page", "/cases/no-such-case", "/models?limit=0", "/calculators/kv-cache?model=nonsense",
-              "/downloads", "/measurements", "/measurements/gemm?system=b200_sxm&m=4096&limit=5", "/calibration",
+              "/downloads", "/measurements", "/measurements/gemm?system=b200_sxm&m=4096&limit=5", "/calibration", "/validation",
               "/calculators/kv-cache?model=qwen3-8b&tokens=1024,2048,4096,8192"]   # the last draws an SVG chart
 
 
