@@ -7,7 +7,8 @@ store version and code, lazily, under a lock, in the request's worker thread (th
 FastAPI runs in its thread pool, never on the event loop), and kept in `_CACHE`. It is also written beside the
 store (`<db>.validation/<key>.json`, `key` = sha256 of the store's content hash and the bytes of the code that
 computes it), so that a restarted worker, another worker or `casebook validate --db` reads it instead of computing
-again; a directory that cannot be written only loses that. Filters are parsed by the query model before anything
+again (workers starting together take turns on a file lock there, so one computes and the others read); a
+directory that cannot be written only loses that. Filters are parsed by the query model before anything
 is computed, and a filtered answer is a view of the cached report (the tables are recomputed over the rows kept,
 ~1 ms), so neither a filter nor a fuzzer can trigger a recomputation.
 """
@@ -18,6 +19,8 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
@@ -112,11 +115,29 @@ def _persist(directory: Path, key: str, raw: bytes) -> None:
             f.write(raw)
         os.chmod(tmp, 0o644)        # as readable as the store beside it (mkstemp makes 0600)
         os.replace(tmp, directory / f"{key}.json")
-        for old in directory.glob("*.json"):
+        for old in directory.glob("*.json"):      # (the lock file is no .json)
             if old.name != f"{key}.json":
                 old.unlink(missing_ok=True)
     except OSError as exc:
         log.warning("validation report not persisted in %s (%s): it is kept in memory only", directory, exc)
+
+
+@contextmanager
+def _across_processes(directory: Path) -> Iterator[None]:
+    """An exclusive lock on `<directory>/.lock` (fcntl), so that workers started together compute the report once;
+    no lock (each computes) where the directory cannot be written or fcntl is missing."""
+    try:
+        import fcntl
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)                 # closing releases the lock
 
 
 def _enrich(report: dict[str, Any], store: Store) -> dict[str, Any]:
@@ -143,11 +164,12 @@ def report(store: Store) -> dict[str, Any]:
         hit = _CACHE.get(key)
         if hit is None:
             directory = cache_dir(store)
-            data = _read_persisted(directory / f"{key}.json")
-            if data is None:
-                raw = orjson.dumps(V.report(store.lookup), option=orjson.OPT_SERIALIZE_NUMPY)
-                _persist(directory, key, raw)
-                data = orjson.loads(raw)     # plain floats, as a persisted copy reads back
+            with _across_processes(directory):      # the other workers wait for one computation, then read it
+                data = _read_persisted(directory / f"{key}.json")
+                if data is None:
+                    raw = orjson.dumps(V.report(store.lookup), option=orjson.OPT_SERIALIZE_NUMPY)
+                    _persist(directory, key, raw)
+                    data = orjson.loads(raw)     # plain floats, as a persisted copy reads back
             hit = _enrich(data, store)
             hit["cache_key"] = key
             _CACHE[key] = hit
