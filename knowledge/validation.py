@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from calculators.families.serving._benchmark_points import FRAMEWORKS, measured_figures, request_of
 from calculators.framework import CalcInputError, Lookup, runner
+from calculators.framework.limits import Overrun
 
 #: the share of points within this error that the issue's target counts
 WITHIN = 0.25
@@ -68,9 +69,13 @@ def validate_point(point: dict, lookup: Lookup) -> Row:
         return Row(**base, compared=False, reason=kind, measured=meas)
     try:
         _, _, res = runner.compute("serving-estimate", body, lookup)
-    except CalcInputError as exc:
-        return Row(**base, compared=False, reason=f"the estimate refuses it: {exc}", request=body, mapping=mapping,
+    except (CalcInputError, runner.RunError) as exc:
+        detail = getattr(exc, "detail", None) or str(exc)
+        return Row(**base, compared=False, reason=f"the estimate refuses it: {detail}", request=body, mapping=mapping,
                    measured=meas)
+    except Overrun as exc:      # the CPU guard: this point is listed, the report goes on
+        return Row(**base, compared=False, reason=f"the estimate ran past the CPU guard ({exc.limit_s:g} s)",
+                   request=body, mapping=mapping, measured=meas)
     o = res.outputs
     pred = {"tpot_s": o["tpot_s"]["mean"], "ttft_s": o["ttft_s"]["mean"],
             "output_tokens_per_s_per_device": o["output_tokens_per_s_per_device"]}

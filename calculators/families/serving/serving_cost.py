@@ -446,7 +446,6 @@ CALCULATORS = [
     Calculator(
         name="serving-cost",
         profile=Profile(1.2e-06, 646, 339),
-        mcp_tool=True,
         family="serving_cost",
         title="Serving cost per million tokens",
         summary="Devices per replica (weights + KV at a batch and context must fit), bandwidth-bound decode tokens/s, "
