@@ -123,19 +123,26 @@ async def until_disconnect(app: Any, scope, receive, send) -> None:
             answered = True
         await send(message)
 
-    async with anyio.create_task_group() as tg:
-        async def watch() -> None:
-            await body_read.wait()
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    if not answered:
-                        tg.cancel_scope.cancel()
-                    return
+    try:
+        async with anyio.create_task_group() as tg:
+            async def watch() -> None:
+                await body_read.wait()
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        if not answered:
+                            tg.cancel_scope.cancel()
+                        return
 
-        tg.start_soon(watch)
-        await app(scope, app_receive, app_send)
-        tg.cancel_scope.cancel()
+            tg.start_soon(watch)
+            await app(scope, app_receive, app_send)
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # the task group wraps what the app raised (a body refused as too large or too slow by the middleware, a
+        # 4xx it maps to its problem): raise it as it was, so the middleware sees its own exception, not a group
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
 
 
 def mount_lazy(app: Any) -> LazyMCP:

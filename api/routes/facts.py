@@ -71,17 +71,31 @@ def list_models(request: Request, query: Annotated[ModelQuery, Query()],
 
 
 ModelName = Annotated[str, Path(min_length=1, max_length=200, description="Model id, or a name it resolves from: "
-                                 "case-insensitive, a Hugging Face repository (meta-llama/Llama-3.1-8B-Instruct) or "
-                                 "its name, with or without -Instruct.")]
+                                 "case-insensitive, or a Hugging Face model name (Llama-3.1-8B-Instruct), with or "
+                                 "without -Instruct.")]
+RepoOwner = Annotated[str, Path(min_length=1, max_length=100, description="Owner of a Hugging Face repository "
+                                "(meta-llama).")]
+
+_GET_MODEL = ("One model: every shape number with its source (published config or report) and locator, MoE and MLA "
+              "details, and the attention layer groups the kv-cache calculator uses. A name that is not an id is "
+              "resolved as calculators resolve `model` (case-insensitive, Hugging Face repository, with or without "
+              "-Instruct): the record is answered with `Content-Location` naming its id. A name that reads as several "
+              "models answers 422 listing them; unknown names answer 404.")
 
 
-@router.get("/models/{model_id:path}", response_model=S.Model, summary="Get one model architecture",
-            description="One model: every shape number with its source (published config or report) and locator, MoE and "
-                        "MLA details, and the attention layer groups the kv-cache calculator uses. A name that is not an "
-                        "id is resolved as calculators resolve `model` (case-insensitive, Hugging Face repository, "
-                        "with or without -Instruct): the record is answered with `Content-Location` naming its id. "
-                        "A name that reads as several models answers 422 listing them; unknown names answer 404.")
+@router.get("/models/{model_id}", response_model=S.Model, summary="Get one model architecture", description=_GET_MODEL)
 def get_model(model_id: ModelName, store: Store = Depends(get_store)):
+    return _model(store, model_id)
+
+
+@router.get("/models/{owner}/{model_id}", response_model=S.Model, summary="Get one model by its Hugging Face repository",
+            description="The model a Hugging Face repository name (owner/name, e.g. meta-llama/Llama-3.1-8B-Instruct) "
+                        "resolves to; otherwise as get_model.")
+def get_model_by_repository(owner: RepoOwner, model_id: ModelName, store: Store = Depends(get_store)):
+    return _model(store, f"{owner}/{model_id}")
+
+
+def _model(store: Store, model_id: str):
     if store.get("model", model_id) is not None:
         return _get(store, "model", model_id, "/api/v1/models")
     try:
