@@ -23,7 +23,9 @@ def kv_cache_bytes(model: str, fmt: str, tokens: int = TOKENS) -> float:
 
 def test_every_stored_model_is_covered():
     assert len(MODELS) >= 50
-    assert NO_PARAMS == {"mimo-v2-flash"}
+    # MiMo-V2-Flash publishes no count; the FP8 configs of DeepSeek-V4 imported from the AIConfigurator wheel carry
+    # none and their compressed attention has no parameter ledger here (the BF16 records have the published counts)
+    assert NO_PARAMS == {"mimo-v2-flash", "deepseek-v4-flash-fp8", "deepseek-v4-pro-fp8"}
 
 
 def kv_of(name: str, body: dict, key: str, want: float) -> float:
