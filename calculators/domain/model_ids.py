@@ -1,8 +1,8 @@
 """How a model named in a request becomes a store id: exactly, else case-insensitively, else by its Hugging Face
 repository or name (with or without the owner, `-Instruct`, `-chat`, `-hf` or a leading `Meta-`).
 
-`resolve_model(lookup, name, loc)` is the one place: calculators call it through `model_record`, and the API's
-`/api/v1/models/{id}` route calls `resolve_model_id`. An exact id costs one lookup; only a miss builds the index
+`resolve_model(lookup, name, loc)` is the one place: calculators call it through `model_record`, and the
+API route of a model calls `resolve_model_id`. An exact id costs one lookup; only a miss builds the index
 of names (from `lookup("ids", "model")` and the records). A name that reads as several models is a 422 listing
 them; a name that reads as none is the usual unknown-id 422 (with the closest ids).
 """

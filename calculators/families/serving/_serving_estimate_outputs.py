@@ -52,7 +52,7 @@ class StepCurveOut(Outputs):
 class NearestOut(Outputs):
     """A stored published run near this deployment, estimated by the same method: the error there."""
 
-    id: str = Field(description="Benchmark point id (/benchmarks/{id}).")
+    id: str = Field(description="Benchmark point id (its page: the benchmarks list of the site).")
     source: str | None = Field(description="Its source id.")
     url: str | None = Field(description="Where its numbers are published.")
     distance: float = Field(description="How far it is from this deployment: 3 for another model or accelerator, 1 for "

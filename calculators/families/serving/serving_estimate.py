@@ -325,10 +325,10 @@ def _nearest(req, res: Result, lookup: Lookup) -> list[dict]:
         res.assume(f"Nearest published run: {point['id']} ({point.get('source')}"
                    + (", this very deployment" if dist == 0 else f", distance {num(dist, 3)}")
                    + f"): this method's error there is {said or 'not measurable (no comparable figure)'}; "
-                   "see /validation for every stored run.")
+                   "the validation report compares every stored run.")
     if not rows:
         res.assume("No stored published run of this model or accelerator to compare with: this estimate is not "
-                   "validated (see /validation for the errors measured elsewhere).")
+                   "validated (the validation report gives the errors measured elsewhere).")
     return rows
 
 
