@@ -30,6 +30,14 @@ def pytest_report_header(config):
     return f"schema fuzz seed: CASEBOOK_FUZZ_SEED={os.environ.get('CASEBOOK_FUZZ_SEED')}"
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The seed again at the end, where `-q` (which hides the header) still prints it: CI logs name the run."""
+    import os
+
+    terminalreporter.write_line(f"schema fuzz seed: CASEBOOK_FUZZ_SEED={os.environ.get('CASEBOOK_FUZZ_SEED')} "
+                                "(set it to replay this run's inputs)")
+
+
 @pytest.fixture(scope="session")
 def catalog():
     return default_catalog()
