@@ -211,6 +211,22 @@ def figures(pid: int) -> str:
             f"{status_mb(pid, 'RssFile'):.1f}), {memory_line(pid)}")
 
 
+def wait_healthy(proc: subprocess.Popen, port: int, tries: int, pause_s: float) -> bool:
+    """Poll /healthz until it answers 200 (True), or the server exits (False, said on stderr)."""
+    for _ in range(tries):
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            c.request("GET", "/healthz")
+            if c.getresponse().status == 200:
+                return True
+        except OSError:
+            time.sleep(pause_s)
+        if proc.poll() is not None:
+            print("the server exited before answering /healthz", file=sys.stderr)
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=10_000)
@@ -224,17 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     proc = subprocess.Popen([casebook, "serve", "--workers", str(args.workers), "--port", str(port), "--log-level", "warning",
                              "--no-access-log"], cwd=ROOT, env={**os.environ})
     try:
-        for _ in range(600):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", "/healthz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.1)
-            if proc.poll() is not None:
-                print("the server exited before answering /healthz", file=sys.stderr)
-                return 1
+        if not wait_healthy(proc, port, tries=600, pause_s=0.1):
+            return 1
         time.sleep(1.0)   # let start-up settle
         workers = [proc.pid] if args.workers == 1 else worker_pids(proc.pid)
         while args.workers > 1 and len(workers) < args.workers:     # every worker up before the first reading

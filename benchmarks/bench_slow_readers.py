@@ -29,7 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_memory import PLAN_ITEM, free_port, heaviest_batch, rss_mb, status_mb  # noqa: E402
+from bench_memory import (
+    PLAN_ITEM,
+    free_port,
+    heaviest_batch,
+    rss_mb,
+    status_mb,
+    wait_healthy,
+)
 
 
 def cpu_s(pid: int) -> float:
@@ -128,17 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                              "--no-access-log"], cwd=ROOT, env=env)
     readers: list[socket.socket] = []
     try:
-        for _ in range(900):
-            try:
-                c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                c.request("GET", "/healthz")
-                if c.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
-            if proc.poll() is not None:
-                print("the server exited before answering /healthz", file=sys.stderr)
-                return 1
+        if not wait_healthy(proc, port, tries=900, pause_s=0.2):
+            return 1
         pid = proc.pid
         idle = rss_mb(pid)
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=900)
