@@ -16,7 +16,6 @@ Steps:
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
