@@ -60,6 +60,10 @@ NOT_RUN = {
     ".venv/bin/casebook import-measurements --wheel .cache/wheels/aiconfigurator_core-0.12.0-*.whl":
         "rewrites knowledge/data/measured/ in the checkout; tests/store/test_measurements.py re-imports the tables "
         "from the same wheel into a temporary directory and checks every hash",
+    ".venv/bin/casebook validate": "computes the validation report (about 20 s of CPU); tests/test_cli_validate.py "
+                                   "runs the same command on the suite's store",
+    ".venv/bin/casebook import-models --wheel .cache/wheels/aiconfigurator_core-0.12.0-*.whl --dry-run":
+        "tests/store/test_wheel_models.py runs the dry run against the same wheel",
     ".venv/bin/python benchmarks/bench_calculators.py": "a benchmark: minutes of timing, no check",
     "benchmarks/load.sh 60": "a 60 s load run with wrk against two workers",
     ".venv/bin/python benchmarks/bench_measured.py": "a benchmark: minutes of timing, no check",
