@@ -45,7 +45,8 @@ from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from knowledge.records.benchmark import BenchmarkFramework
 from calculators.framework.registry import REGISTRY, Calculator
-from calculators.framework import jsonable
+from calculators.domain import AmbiguousModelId, resolve_model_id
+from calculators.framework import UnknownId, jsonable
 from calculators.framework.runner import field_errors
 from calculators.framework.suggest import close_matches, phrase
 
@@ -745,13 +746,31 @@ class _Tools:
         def get(arguments: dict) -> CallToolResult:
             a = _validate(model, arguments, f"get_{kind}", self.ids)
             ident = getattr(a, field)
-            rec = self.store.get(kind, ident)
+            rec, how = self.store.get(kind, ident), None
+            if rec is None and kind == "model":
+                rec, how = self._resolve_model(field, ident)
             if rec is None:
                 raise ToolError(f"{field}: {self.ids.unknown(kind, ident)}")
             if kind == "case":
                 rec = {**rec, "derivations": self.store.derivations_of(ident)}
+            if how:
+                # the record as stored, with how the name was read said first (text) and beside it (structured)
+                raw = _json({"resolution": how, **rec})
+                return CallToolResult(content=[TextContent(type="text", text=how), TextContent(type="text", text=raw.decode())],
+                                      structured_content=orjson.loads(raw))
             return _result(rec)
         return model, get
+
+    def _resolve_model(self, field: str, ident: str) -> tuple[dict | None, str | None]:
+        """A model named by a Hugging Face repository, a case variant or without -Instruct, as calculators read
+        `model`: (record, "`asked` read as `id`"), or (None, None) when it reads as no model."""
+        try:
+            mid, _ = resolve_model_id(self.store.lookup, ident, field)
+        except AmbiguousModelId as exc:
+            raise ToolError(f"{field}: {exc.message}") from None
+        except UnknownId:
+            return None, None
+        return self.store.get("model", mid), f"`{ident}` read as `{mid}`"
 
 
 #: the get_<kind> tools: kind, argument, an example id, description
@@ -759,7 +778,7 @@ GETTERS = (
     ("case", "slug", "multi-lora-serving",
      "One case study: summary, chapters, source and its worked examples with calculator requests."),
     ("model", "model_id", "qwen3-8b",
-     "One model architecture: every number with source and locator, and its attention layer groups."),
+     "One model (store id or Hugging Face repo name, any case): every number with source and locator, and its attention layer groups."),
     ("hardware", "hardware_id", "h100-sxm",
      "One accelerator or system: memory, bandwidth, power, per-precision peaks, each sourced."),
     ("link", "link_id", "nvlink4", "One interconnect: one-way bandwidth, latency, direction convention, sources."),

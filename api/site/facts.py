@@ -23,7 +23,8 @@ from api.queries import (
 )
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate
-from calculators.framework import jsonable
+from calculators.domain import AmbiguousModelId, resolve_model_id
+from calculators.framework import UnknownId, jsonable
 from api.site.format import cited_sources, iter_facts
 from api.site.render import (
     distinct,
@@ -116,10 +117,29 @@ def _live(name: str, body: dict[str, Any], store: Store, keys: tuple[str, ...]) 
     return {"name": name, "available": True, "values": values, "url": env["explanation_url"], "title": REGISTRY[name].title}
 
 
+def _canonical_model(request: Request, store: Store, name: str) -> RedirectResponse:
+    """A model named other than by its id (a case variant, a Hugging Face repository, without -Instruct): 308 to
+    `/models/{id}`, read as calculators read `model`; a name that reads as several models or none is the 404 page."""
+    try:
+        mid, _ = resolve_model_id(store.lookup, name, "model_id")
+    except (AmbiguousModelId, UnknownId):
+        raise NotFound("model", name, urls.api_list("model")) from None
+    target = urls.model(mid) + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(target, status_code=308)
+
+
+@router.get("/models/{owner}/{model_id}", response_class=HTMLResponse)
+def model_by_repository(request: Request, owner: str, model_id: str) -> RedirectResponse:
+    """A model by its Hugging Face repository (`/models/meta-llama/Llama-3.1-8B-Instruct`): 308 to its page."""
+    return _canonical_model(request, store_of(request), f"{owner}/{model_id}")
+
+
 @router.get("/models/{model_id}", response_class=HTMLResponse)
 def model_detail(request: Request, model_id: str) -> HTMLResponse:
     """One model: its shape, layer groups, sources, and KV and weight bytes computed live."""
     store = store_of(request)
+    if store.get("model", model_id) is None:
+        return _canonical_model(request, store, model_id)
     m = _record(store, "model", model_id)
     live = [
         _live("kv-cache", {"model": model_id, "tokens": 8192}, store,

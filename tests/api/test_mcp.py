@@ -249,6 +249,21 @@ def test_get_and_search_tools(live_server):
     assert payload(link)["one_way_bytes_per_s"]["value"] > 0
 
 
+def test_get_model_reads_a_hugging_face_name_and_says_so(live_server):
+    async def calls(s):
+        return (await s.call_tool("get_model", {"model_id": "meta-llama/Llama-3.1-8B-Instruct"}),
+                await s.call_tool("get_model", {"model_id": "LLAMA-3.1-8B"}),
+                await s.call_tool("get_model", {"model_id": "llama-3.1-8b"}),
+                await s.call_tool("get_model", {"model_id": "meta-llama/Llama-9-1B"}))
+    repo, case, exact, unknown = run(live_server, calls)
+    assert repo.content[0].text == "`meta-llama/Llama-3.1-8B-Instruct` read as `llama-3.1-8b`"
+    assert payload(repo)["resolution"] == repo.content[0].text
+    assert payload(case)["resolution"] == "`LLAMA-3.1-8B` read as `llama-3.1-8b`"
+    assert "resolution" not in payload(exact)
+    assert {k: v for k, v in payload(repo).items() if k != "resolution"} == payload(exact)
+    assert "unknown model id" in error_text(unknown)
+
+
 # --------------------------------------------------------------------------- errors that carry their fix
 
 def test_errors_say_the_fix(live_server):
