@@ -8,6 +8,7 @@ is decided.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,46 @@ def explain_memory_rule(res: Result, capacity_bytes: float, memory_utilization: 
 # --------------------------------------------------------------------------- hardware
 
 SCOPES = ("device", "node", "rack", "pod")
+
+#: What kind of machine a hardware record is, for browsing the catalogue: slug -> label. A record may state its
+#: `kind`; otherwise `hardware_kind` derives it from scope, vendor, form factor and name.
+HARDWARE_KINDS = {
+    "data-centre-gpu": "data-centre GPU",
+    "accelerator": "accelerator",
+    "laptop-desktop": "laptop/desktop",
+    "rack-system": "rack system",
+}
+#: vendors whose accelerators are GPUs: their parts are data-centre GPUs unless a rule of `hardware_kind` says otherwise
+_GPU_VENDORS = ("nvidia", "amd", "intel")
+#: a non-GPU accelerator named in a name or architecture (TPU, Trainium, Gaudi, an Ascend/Atlas NPU, ...)
+_ACCELERATOR = re.compile(r"\b(tpu\w*|trainium\w*|inferentia\w*|gaudi|ascend|atlas|npu|wse|lpu|ipu|mtia)\b")
+#: a personal machine (a Mac SoC, a desktop or workstation card, a GeForce) named in a form factor or name
+_PERSONAL = re.compile(r"\b(laptop|desktop|workstation|mac|geforce)\b")
+
+
+def hardware_kind(record: Any) -> str:
+    """The kind (a key of HARDWARE_KINDS) of a hardware record (a dict or a record object), by rule:
+    an explicit `kind` wins; a record covering several devices (scope rack or pod, or devices_in_scope > 1) is a
+    rack system; an Apple part, or one whose form factor or name says laptop, desktop, workstation, Mac or GeForce,
+    is a laptop/desktop; a TPU, Trainium, Inferentia, Gaudi or Ascend/Atlas NPU, and any part of a vendor that makes
+    no GPUs, is an accelerator; the rest (NVIDIA, AMD and Intel GPUs) are data-centre GPUs."""
+    def get(name: str) -> Any:
+        return record.get(name) if isinstance(record, dict) else getattr(record, name, None)
+
+    explicit = get("kind")
+    if explicit:
+        if explicit not in HARDWARE_KINDS:
+            raise ValueError(f"hardware kind {explicit!r} is not one of {', '.join(HARDWARE_KINDS)}")
+        return str(explicit)
+    if get("scope") in ("rack", "pod") or int(get("devices_in_scope") or 1) > 1:
+        return "rack-system"
+    vendor = str(get("vendor") or "").strip().lower()
+    name = " ".join(str(get(k) or "") for k in ("name", "architecture")).lower()
+    if vendor == "apple" or _PERSONAL.search(str(get("form_factor") or "").lower() + " " + name):
+        return "laptop-desktop"
+    if _ACCELERATOR.search(name) or vendor not in _GPU_VENDORS:
+        return "accelerator"
+    return "data-centre-gpu"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from typing import Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from calculators.domain import per_device_value
+from calculators.domain import HARDWARE_KINDS, per_device_value
 
 from knowledge.records.base import (Commit, CountFact, Fact, FactGroup, Label, PositiveInt, Problems, Record, Sha256,
                                     Ratio, Slug, SourceId, Text, Window, join, ref, refs, refuse)
@@ -33,6 +33,8 @@ class Source(Record):
 Scope = Literal["device", "node", "rack", "pod"]
 Sparsity = Literal["dense", "structured", "unspecified"]
 SCOPES: tuple[str, ...] = get_args(Scope)
+#: what kind of machine a hardware record is (calculators.domain.hardware_kind derives it when the record says none)
+HardwareKind = Literal[tuple(HARDWARE_KINDS)]  # type: ignore[valid-type]
 
 
 class Peak(FactGroup):
@@ -61,6 +63,9 @@ class Hardware(Record, FactGroup):
     vendor: Optional[str] = None
     architecture: Optional[str] = None
     form_factor: Optional[str] = None
+    kind: Optional[HardwareKind] = Field(None, description="data-centre-gpu, accelerator, laptop-desktop or rack-system; "
+                                         "when absent, derived from scope, vendor, form factor and name (the API always "
+                                         "gives it).")
     scope: Scope = Field("device", description="device, or the aggregate the numbers cover: node, rack or pod.")
     devices_in_scope: int = Field(1, ge=1, description="Devices the numbers cover: 1 for a device, 72 for an NVL72 rack.")
     memory_bytes: Optional[Fact] = None
