@@ -175,4 +175,54 @@ def nearest_points(lookup: Lookup, model: str, hardware: str, framework: str, tp
     return found[:limit]
 
 
-__all__ = ["FRAMEWORKS", "measured_figures", "nearest_points", "request_of"]
+#: the lookup kind that answers fitted efficiency factors (`knowledge.serving_calibration` fits them over a built
+#: store; a lookup without them answers KeyError and the estimate stays uncalibrated)
+CALIBRATION = "serving_calibration"
+#: what the figures of a calibration group mean, for the answer
+_GROUP = {"framework": "this hardware × framework", "hardware": "this hardware, any framework"}
+
+
+def calibration_key(hardware: str, framework: str, basis: str) -> str:
+    """The id of a factor: hardware, framework ("*": any) and the basis of the step times ("measured" or "bound")."""
+    return f"{hardware}/{framework}/{basis}"
+
+
+def calibration(wanted: str, res, lookup: Lookup, hardware: str, framework: str, basis: str) -> dict:
+    """The efficiency factor for this hardware × framework × basis (else for the hardware with any framework), as
+    the answer's `calibration` block; `factor` multiplies every step time when `applied`. The answer says which
+    factor it used, how many published points and sources it was fitted on, and the error such factors showed on
+    sources left out of their fit."""
+    out = {"requested": wanted, "applied": False, "factor": None, "group": None, "points": 0, "sources": [],
+           "leave_one_source_out": None}
+    if wanted == "none":
+        res.assume("Calibration: none (calibration='none'): the step times are the model's, unscaled.")
+        return out
+    for fw in (framework, "*"):
+        try:
+            rec = record(lookup, CALIBRATION, calibration_key(hardware, fw, basis), "calibration")
+        except CalcInputError:
+            continue
+        k = float(rec["factor"])
+        out.update(applied=True, factor=k, group=_GROUP["framework" if fw != "*" else "hardware"],
+                   points=int(rec.get("points") or 0), sources=list(rec.get("sources") or []),
+                   leave_one_source_out=rec.get("leave_one_source_out"))
+        loso = out["leave_one_source_out"] or {}
+        t = (loso.get("tpot_s") or {}).get("median_abs_error")
+        d = (loso.get("output_tokens_per_s_per_device") or {}).get("median_abs_error")
+        said = ", ".join(f"{name} {v * 100:.0f} %" for name, v in (("TPOT", t), ("tokens/s per device", d))
+                         if v is not None)
+        res.step("calibration factor", f"median published / estimated step time over {out['group']} "
+                 f"({basis} step times)", f"{out['points']} points from {len(out['sources'])} source(s): "
+                 + ", ".join(out["sources"]), k, "×")
+        res.assume(f"Calibrated (calibration='auto'): every step time × {k:.3g}, the efficiency factor fitted on "
+                   f"{out['points']} published points of {out['group']} ({', '.join(out['sources'])}); with each "
+                   "source left out of the fit, its points were off by a median "
+                   + (said or "(not measured: a single source)") + ". The floor bound_tpot_s is not scaled.")
+        return out
+    res.assume(f"Calibration: no factor for {hardware} with {framework} ({basis} step times): fewer than 2 "
+               "published points to fit one on (or no fitted factors in this store), so the step times are unscaled.")
+    return out
+
+
+__all__ = ["CALIBRATION", "FRAMEWORKS", "calibration", "calibration_key", "measured_figures", "nearest_points",
+           "request_of"]

@@ -59,8 +59,22 @@ class NearestOut(Outputs):
                             "another framework, plus the log-ratios of TP, lengths and concurrency (0: this one).")
     request: dict = Field(description="The serving-estimate request that describes it.")
     measured: dict[str, float | None] = Field(description="Its published TPOT and TTFT (s) and output tokens/s per device.")
-    predicted: dict[str, float | None] = Field(description="This method's estimate of the same figures.")
+    predicted: dict[str, float | None] = Field(description="This method's estimate of the same figures, uncalibrated.")
     error: dict[str, float | None] = Field(description="predicted / measured − 1 per figure.")
+
+
+class CalibrationOut(Outputs):
+    """The efficiency factor the step times were scaled by, and what it rests on."""
+
+    requested: Literal["auto", "none"] = Field(description="The request's calibration option.")
+    applied: bool = Field(description="Whether a factor scaled the step times (auto, and one was fitted here).")
+    factor: float | None = Field(description="What every step time (decode, prefill, collectives) was multiplied by.")
+    group: str | None = Field(description="The published points it was fitted on: this hardware × framework, or this "
+                              "hardware with any framework.")
+    points: int = Field(description="Published points it was fitted on.")
+    sources: list[str] = Field(description="Their sources.")
+    leave_one_source_out: dict | None = Field(description="The error of factors fitted without each point's own "
+                                              "source, over this group's points (median |error| and n per metric).")
 
 
 class ServingEstimateOutputs(Outputs):
@@ -105,5 +119,7 @@ class ServingEstimateOutputs(Outputs):
     nearest_measurements: list[NearestOut] = Field(description="The nearest stored published run(s), estimated the same "
                                                    "way, with this method's error there (empty: nothing to compare "
                                                    "with, the estimate is not validated).")
+    calibration: CalibrationOut = Field(description="The efficiency factor fitted on published runs that scaled the "
+                                        "step times, or why none did.")
     weights_per_device_bytes: float = Field(description="Weight bytes on one device, B.")
     kv_bytes_per_request_per_device: float = Field(description="KV of one request at the mean context on one device, B.")

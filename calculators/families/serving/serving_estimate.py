@@ -16,6 +16,7 @@ Steps:
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -33,7 +34,7 @@ from calculators.perf import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
     measured_of, measured_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
 )
-from calculators.families.serving._benchmark_points import measured_figures, nearest_points
+from calculators.families.serving._benchmark_points import calibration, measured_figures, nearest_points
 from calculators.families.serving._plan_search import weight_formats
 from calculators.families.serving._serving_estimate_model import (
     MAX_RUN_STEPS, SteadyState, StepCurve, closed_loop, open_loop, run,
@@ -100,6 +101,11 @@ class ServingEstimateRequest(CalcRequest):
                                          "gpu_memory_utilization; default 0.9).")
     runtime_reserve_bytes: NonNegFloat = Field(0.0, description="Bytes per device kept for activations, CUDA graphs "
                                                "and the runtime on top of the weights (default 0).")
+    calibration: Literal["auto", "none"] = Field("auto", description="auto: scale every step time by the efficiency "
+                                                 "factor fitted on stored published runs of this hardware × framework "
+                                                 "(else this hardware), where one exists (the answer names it, its "
+                                                 "points and sources, and its leave-one-source-out error); none: the "
+                                                 "step model's times, unscaled.")
 
     @model_validator(mode="after")
     def _check(self):
@@ -264,7 +270,10 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
     p, p_comm, p_bound, chunks = _prefill(lay, split, wf, kf, rates, system, req.framework, link, grid, new, I - new,
                                           req.chunked_prefill_tokens)
-    curve = StepCurve(grid, d, comm + hand, p, p_comm, chunks)
+    cal = calibration(req.calibration, res, lookup, hw.id, req.framework, "bound" if km is None else "measured")
+    k = cal["factor"] if cal["applied"] else 1.0
+    d, p, p_comm, d_comm = d * k, p * k, p_comm * k, (comm + hand) * k
+    curve = StepCurve(grid, d, d_comm, p, p_comm, chunks)
     res.step("decode step D(1)", "one engine's decode kernels at batch 1 + its collectives", basis, float(d[0]), "s")
     res.step("prefill added P(B)", "Σ over its chunks [N(B + chunk) − N(B)] + the chunk's causal attention: what a "
              "prefill adds to steps decoding B requests (N: a step's kernels without attention over context)",
@@ -294,8 +303,9 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
         res.assume(f"Pipeline: {req.pp} stages keep {req.pp} micro-batches in flight, so each stage pipeline is "
                    f"{req.pp} engines of 1/{req.pp} of the users; a token crosses every stage (step = all layers + "
                    f"{req.pp - 1} hand-offs).")
-    outputs = _outputs(req, res, st, curve, d_bound, grid, kb, comm + hand, load, engines, devices, slots,
+    outputs = _outputs(req, res, st, curve, d_bound, grid, kb, d_comm, load, engines, devices, slots,
                        kv_tokens, engine_slots, w_dev, kv_req, basis, ctx, p_bound)
+    outputs["calibration"] = cal
     outputs["nearest_measurements"] = _nearest(req, res, lookup) if nearest else []
     res.outputs = outputs
     res.headline = _headline(req, rec, outputs, wname if req.weight_format is not None else f"{wname} as published")
@@ -310,7 +320,8 @@ def _nearest(req, res: Result, lookup: Lookup) -> list[dict]:
     rows = []
     for dist, point, body, notes in found:
         try:
-            o = compute(ServingEstimateRequest.model_validate(body), lookup, nearest=False).outputs
+            o = compute(ServingEstimateRequest.model_validate({**body, "calibration": "none"}), lookup,
+                        nearest=False).outputs
         except (CalcInputError, ValueError):
             continue
         meas = measured_figures(point)
@@ -323,7 +334,7 @@ def _nearest(req, res: Result, lookup: Lookup) -> list[dict]:
         said = "; ".join(f"{_FIGURE[k]} {v * 100:+.3g} %" for k, v in err.items() if v is not None)
         res.assume(f"Nearest published run: {point['id']} ({point.get('source')}"
                    + (", this very deployment" if dist == 0 else f", distance {num(dist, 3)}")
-                   + f"): this method's error there is {said or 'not measurable (no comparable figure)'}; "
+                   + f"): the uncalibrated estimate's error there is {said or 'not measurable (no comparable figure)'}; "
                    "the validation report compares every stored run.")
     if not rows:
         res.assume("No stored published run of this model or accelerator to compare with: this estimate is not "
