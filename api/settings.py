@@ -49,6 +49,14 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{name}={raw!r} is not a yes/no value (1/0, true/false, yes/no, on/off)")
 
 
+def _price_as_of(name: str) -> str:
+    """The price rule's reference date, `name` as the calculators read it (calculators.domain.price_as_of); a clear
+    error naming the variable when it is not an ISO date."""
+    from calculators.domain import PRICE_AS_OF_ENV, price_as_of
+
+    return price_as_of().isoformat() if name == PRICE_AS_OF_ENV else _env(name, "")
+
+
 @dataclass(frozen=True)
 class Settings:
     db_path: Path = field(default_factory=lambda: Path(os.environ.get("CASEBOOK_DB", str(DEFAULT_DB))))
@@ -86,6 +94,8 @@ class Settings:
     forwarded_allow_ips: str = field(default_factory=lambda: _env("CASEBOOK_FORWARDED_ALLOW_IPS", "127.0.0.1"))
     #: where serve keeps its private copy of the store while it runs (a tmpfs in a container)
     runtime_dir: Path = field(default_factory=lambda: Path(_env("CASEBOOK_RUNTIME_DIR", tempfile.gettempdir())))
+    #: reference date of the default-price rule (ISO date; unset: today): offers older than 12 months before it are stale
+    price_as_of: str = field(default_factory=lambda: _price_as_of("CASEBOOK_PRICE_AS_OF"))
     version: str = VERSION
 
 

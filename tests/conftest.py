@@ -14,6 +14,9 @@ settings.load_profile("casebook")
 
 from knowledge.loader import catalog_lookup, default_catalog
 
+#: the reference date of the price rule for the whole suite (CASEBOOK_PRICE_AS_OF)
+PRICE_AS_OF = "2026-12-03"
+
 
 def pytest_configure(config):
     """Draw the schema fuzzer's seed once per run (tests/hardening/test_fuzz.py), before xdist starts its
@@ -22,6 +25,9 @@ def pytest_configure(config):
     import random
 
     os.environ.setdefault("CASEBOOK_FUZZ_SEED", str(random.SystemRandom().randrange(2**32)))
+    # the default-price rule drops offers over 12 months old: a fixed reference date keeps every answer that
+    # prices hardware the same whatever day the suite runs (tests of the rule pass their own date)
+    os.environ.setdefault("CASEBOOK_PRICE_AS_OF", PRICE_AS_OF)
 
 
 def pytest_report_header(config):

@@ -19,7 +19,8 @@ from calculators.domain.hardware import (
     PRECISIONS, hardware_kind,
     Peak, SCOPES, alpha_assumption, describe_fit, explain_memory_rule, figure_basis, hardware_rates, hardware_spec,
     link_spec, measured_link_fits, note_scope, per_device_value, spec_from_record, stored_device_price,
-    usable_memory_bytes,
+    usable_memory_bytes, PRICE_AS_OF_ENV, PRICE_RULE, PRICE_STALE_MONTHS, PriceChoice, choose_device_price, months_old,
+    price_as_of, price_date, stale_cutoff,
 )
 from calculators.domain.link_fit import (
     AllReduceFit, DTYPE_BYTES, fit_all_reduce, fit_for, fit_line,
@@ -63,4 +64,6 @@ __all__ = [
     'model_weight_bytes', 'note_scope', 'output_label', 'per_device_value', 'record', 'record_from_config',
     'record_from_hf_config', 'resolve_arch', 'resolve_format', 'resolve_groups', 'shipped_weight_formats',
     'spec_from_record', 'stored_device_price', 'usable_memory_bytes', 'written_bytes',
+    'PRICE_AS_OF_ENV', 'PRICE_RULE', 'PRICE_STALE_MONTHS', 'PriceChoice', 'choose_device_price', 'months_old',
+    'price_as_of', 'price_date', 'stale_cutoff',
 ]

@@ -8,6 +8,8 @@ is decided.
 """
 from __future__ import annotations
 
+import datetime as _dt
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,28 +291,148 @@ def alpha_assumption(link: LinkSpec, field_name: str) -> str:
             f"is a lower bound (bandwidth only). Give `{field_name}` to include start-up latency.")
 
 
-# --------------------------------------------------------------------------- measured α–β of links
+# --------------------------------------------------------------------------- the default price rule
 
-_FIT_CACHE: dict[str, list] = {}
+#: Environment variable that fixes the reference date of the price rule (ISO date); unset: today.
+PRICE_AS_OF_ENV = "CASEBOOK_PRICE_AS_OF"
+#: An offer dated more than this many months before the reference date is stale: never a default.
+PRICE_STALE_MONTHS = 12
+PRICE_RULE = (f"the default price of a device: per provider its newest stored on-demand GPU-hour offer; an offer "
+              f"dated more than {PRICE_STALE_MONTHS} months before the reference date is stale and dropped; among "
+              "the providers' current offers, the lowest")
 
 
-def stored_device_price(lookup: Lookup, hardware_id: str, res: Result) -> tuple[float | None, str]:
-    """USD per device-hour from the store: the lowest on-demand GPU-hour price of `hardware_id` (cited),
-    with a basis naming provider, region and date; (None, why) when none is stored. The one default
-    every calculator that prices hardware uses (the planner, serving-cost)."""
+def price_date(text: Any) -> _dt.date | None:
+    """A price's ISO date ('2026-09-20', '2026-09' or '2026') as a day; a month or a year is read as its first day
+    (the oldest it can be, so an undated-by-day price is never taken as newer than it may be). None if not ISO."""
+    s = str(text or "").strip()
+    parts = s.split("-")
+    if not (1 <= len(parts) <= 3 and len(parts[0]) == 4 and all(p.isdigit() for p in parts)
+            and all(len(p) == 2 for p in parts[1:])):
+        return None
+    try:
+        return _dt.date(int(parts[0]), int(parts[1]) if len(parts) > 1 else 1, int(parts[2]) if len(parts) > 2 else 1)
+    except ValueError:
+        return None
+
+
+def price_as_of(as_of: _dt.date | str | None = None) -> _dt.date:
+    """The reference date of the price rule: `as_of` when given, else CASEBOOK_PRICE_AS_OF, else today."""
+    if isinstance(as_of, _dt.date):
+        return as_of
+    raw = as_of if as_of is not None else os.environ.get(PRICE_AS_OF_ENV, "").strip()
+    if not raw:
+        return _dt.date.today()
+    day = price_date(raw) if len(str(raw)) == 10 else None
+    if day is None:
+        raise ValueError(f"{PRICE_AS_OF_ENV}={raw!r} is not an ISO date (YYYY-MM-DD)")
+    return day
+
+
+def months_old(day: _dt.date, as_of: _dt.date) -> int:
+    """Whole calendar months from `day` to `as_of` (negative when `day` is later)."""
+    months = (as_of.year - day.year) * 12 + as_of.month - day.month
+    if months > 0 and as_of.day < day.day:
+        months -= 1
+    elif months < 0 and as_of.day > day.day:
+        months += 1
+    return months
+
+
+def stale_cutoff(as_of: _dt.date) -> _dt.date:
+    """The oldest date still current: the same day PRICE_STALE_MONTHS months before `as_of` (clamped to month end)."""
+    y, m = divmod(as_of.year * 12 + as_of.month - 1 - PRICE_STALE_MONTHS, 12)
+    m += 1
+    last = (_dt.date(y + (m == 12), m % 12 + 1, 1) - _dt.timedelta(days=1)).day
+    return _dt.date(y, m, min(as_of.day, last))
+
+
+@dataclass
+class PriceChoice:
+    """What the price rule decided for one device: the default offer (or None and why), the providers' newest
+    current offers it chose among, and the stale ones it dropped."""
+
+    as_of: _dt.date
+    best: dict | None
+    current: list[dict]
+    stale: list[dict]
+    why: str = ""
+
+    def basis(self) -> str:
+        """Provider, region, date, age and the other current offers, in one line."""
+        b = self.best
+        if b is None:
+            return self.why
+        others = [o for o in self.current if o is not b]
+        vals = sorted(o["device_usd_per_hour"]["value"] for o in others)
+        n = len(others)
+        rest = (f"{n} other current offer{'s' if n != 1 else ''} (one per provider), ${vals[0]:,.2f}"
+                + (f"–${vals[-1]:,.2f}" if n > 1 else "") if others else "no other current offer")
+        dropped = f"; {len(self.stale)} stale provider offer{'s' if len(self.stale) != 1 else ''} dropped" if self.stale else ""
+        region = b.get("region") or "not stated by the source"
+        return (f"{b.get('provider')} on-demand, region {region}, dated {b.get('date')} "
+                f"({months_old(price_date(b.get('date')), self.as_of)} months before {self.as_of.isoformat()}); "
+                f"the lowest newest-per-provider offer, {rest}{dropped}")
+
+
+def _usd(o: dict) -> float:
+    return float(o["device_usd_per_hour"]["value"])
+
+
+def choose_device_price(offers: list[dict], as_of: _dt.date | str | None = None) -> PriceChoice:
+    """The price rule (PRICE_RULE) over the GPU-hour offers of one device, at reference date `as_of`."""
+    day = price_as_of(as_of)
+    cutoff = stale_cutoff(day)
+    dated = [(price_date(o.get("date")), o) for o in offers if o.get("pricing") in (None, "on-demand")]
+    dated = [(d, o) for d, o in dated if d is not None and d <= day]
+    newest: dict[str, tuple[_dt.date, dict]] = {}
+    for d, o in sorted(dated, key=lambda t: (t[0], -_usd(t[1]), str(t[1].get("id")))):
+        newest[str(o.get("provider"))] = (d, o)   # later dates (and, on one date, lower prices) win
+    current = [o for d, o in newest.values() if d >= cutoff]
+    stale = [o for d, o in newest.values() if d < cutoff]
+    if current:
+        best = min(current, key=lambda o: (_usd(o), str(o.get("id"))))
+        return PriceChoice(day, best, current, stale)
+    if stale:
+        d, o = max(((price_date(o.get("date")), o) for o in stale), key=lambda t: (t[0], -_usd(t[1])))
+        why = (f"the newest stored price, ${_usd(o):,.2f} from {o.get('provider')} dated {o.get('date')}, is older "
+               f"than {PRICE_STALE_MONTHS} months ({months_old(d, day)} months before {day.isoformat()}): give "
+               "price_per_device_hour_usd")
+    elif any(o.get("pricing") in (None, "on-demand") for o in offers):
+        why = (f"every stored on-demand price is undated or dated after the reference date {day.isoformat()}: give "
+               "price_per_device_hour_usd")
+    elif offers:
+        kinds = sorted({str(o.get("pricing")) for o in offers})
+        why = (f"no stored on-demand price (only {', '.join(kinds)} offers, never a default): give "
+               "price_per_device_hour_usd")
+    else:
+        why = "no stored price: give price_per_device_hour_usd"
+    return PriceChoice(day, None, [], stale, why)
+
+
+def stored_device_price(lookup: Lookup, hardware_id: str, res: Result,
+                        as_of: _dt.date | str | None = None) -> tuple[float | None, str]:
+    """USD per device-hour from the store by the price rule (PRICE_RULE), cited, with a basis naming provider, region,
+    date, age and the other current offers; (None, why) when no current on-demand offer is stored. The one default
+    every calculator that prices hardware uses (the planner, serving-cost). `as_of`: the reference date (default
+    CASEBOOK_PRICE_AS_OF, else today)."""
     try:
         offers = lookup("gpu_prices", hardware_id)
     except KeyError:
         offers = []
-    on_demand = [o for o in offers if o.get("pricing") in (None, "on-demand")] or list(offers)
-    if not on_demand:
-        return None, "no stored price: give price_per_device_hour_usd"
-    best = min(on_demand, key=lambda o: o["device_usd_per_hour"]["value"])
+    choice = choose_device_price(list(offers), as_of)
+    best = choice.best
+    if best is None:
+        return None, choice.why
     fact = best["device_usd_per_hour"]
     res.cite({"record": best.get("id"), "field": "device_usd_per_hour", "value": fact["value"], "source": fact.get("source"),
               "locator": fact.get("locator"), "source_url": fact.get("source_url")})
-    return float(fact["value"]), (f"{best.get('provider')} {best.get('pricing', 'on-demand')} "
-                                  f"({best.get('region') or 'region not stated'}, {best.get('date')})")
+    return _usd(best), choice.basis()
+
+
+# --------------------------------------------------------------------------- measured α–β of links
+
+_FIT_CACHE: dict[str, list] = {}
 
 
 def measured_link_fits(lookup: Lookup, link_id: str, hardware_id: str | None = None):

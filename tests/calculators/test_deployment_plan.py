@@ -108,9 +108,12 @@ def test_stored_prices_are_used_and_cited():
     o = compute("deployment-plan", {"model": "llama-3.1-70b", **{k: v for k, v in TRAFFIC.items()
                                                                 if k != "price_per_device_hour_usd"}}, LOOKUP)
     best = o[2].outputs["best"]
-    offers = [p["device_usd_per_hour"]["value"] for p in LOOKUP("gpu_prices", best["hardware"])
-              if p.get("pricing") == "on-demand"]
-    assert best["cost_per_hour_usd"] == pytest.approx(best["total_devices"] * min(offers))
+    from calculators.domain import choose_device_price
+    from tests.conftest import PRICE_AS_OF
+
+    choice = choose_device_price(LOOKUP("gpu_prices", best["hardware"]), PRICE_AS_OF)
+    assert best["cost_per_hour_usd"] == pytest.approx(best["total_devices"] * choice.best["device_usd_per_hour"]["value"])
+    assert choice.best["provider"] in best["price_source"] and choice.best["date"] in best["price_source"]
     assert any(s["field"] == "device_usd_per_hour" for s in o[2].sources)
 
 

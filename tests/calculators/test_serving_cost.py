@@ -102,17 +102,26 @@ def test_huge_model_page_counts_are_refused_not_overflowed():
         calc({**body, "weight_bytes_per_param": 9})
 
 
-def test_price_defaults_to_the_lowest_stored_on_demand_price(lookup):
-    body = {"model": "llama-3.1-70b", "hardware": "h100-sxm", "target_tokens_per_s": 1000, "batch": 8,
+def test_price_defaults_to_the_stored_default_by_the_price_rule(lookup):
+    """h200-sxm: the rule (newest on-demand offer per provider, none stale, lowest of those) is not the plain lowest
+    stored on-demand price, which is an older Nebius offer."""
+    from calculators.domain import choose_device_price
+    from tests.conftest import PRICE_AS_OF
+
+    body = {"model": "llama-3.1-70b", "hardware": "h200-sxm", "target_tokens_per_s": 1000, "batch": 8,
             "context_tokens": 4096}
     _, _, res = run("serving-cost", body, lookup)
-    offers = [o for o in lookup("gpu_prices", "h100-sxm") if o.get("pricing") in (None, "on-demand")]
-    lowest = min(o["device_usd_per_hour"]["value"] for o in offers)
-    assert res.inputs["price_per_device_hour_usd"] == lowest
-    assert res.outputs["cost_per_hour_usd"] == pytest.approx(res.outputs["total_devices"] * lowest)
-    assert any("lowest stored on-demand price" in a for a in res.assumptions)
-    assert any(s.get("field") == "device_usd_per_hour" for s in res.sources)
-    given = calc({**body, "price_per_device_hour_usd": 2 * lowest}, lookup)
+    offers = lookup("gpu_prices", "h200-sxm")
+    choice = choose_device_price(offers, PRICE_AS_OF)
+    default = choice.best["device_usd_per_hour"]["value"]
+    assert default > min(o["device_usd_per_hour"]["value"] for o in offers if o["pricing"] == "on-demand")
+    assert res.inputs["price_per_device_hour_usd"] == default
+    assert res.outputs["cost_per_hour_usd"] == pytest.approx(res.outputs["total_devices"] * default)
+    said = next(a for a in res.assumptions if a.startswith("Price: "))
+    assert choice.best["provider"] in said and choice.best["date"] in said and "months before" in said
+    assert f"{len(choice.current) - 1} other current offers" in said
+    assert any(s.get("record") == choice.best["id"] for s in res.sources)
+    given = calc({**body, "price_per_device_hour_usd": 2 * default}, lookup)
     assert given["cost_per_hour_usd"] == pytest.approx(2 * res.outputs["cost_per_hour_usd"])
 
 

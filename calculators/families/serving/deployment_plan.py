@@ -28,7 +28,7 @@ from pydantic import Field, field_validator
 
 from calculators.domain import (
     DEFAULT_MEMORY_UTILIZATION, FORMAT_HELP, FormatField, FORMATS, groups_from_model, hardware_spec, kv_sizes, layout_of,
-    MODEL_CONFIG_FIELD, model_record, note_scope, resolve_format, stored_device_price, usable_memory_bytes,
+    MODEL_CONFIG_FIELD, model_record, note_scope, PRICE_RULE, resolve_format, stored_device_price, usable_memory_bytes,
 )
 from calculators.framework import (
     CalcInputError, CalcRequest, Calculator, fmt_bytes, fmt_s, Fraction, Lookup, NonNegFloat, num, PosFloat,
@@ -108,7 +108,7 @@ class DeploymentPlanRequest(CalcRequest):
 # --------------------------------------------------------------------------- prices and links
 
 def _price(req: DeploymentPlanRequest, lookup: Lookup, hw_id: str, res: Result) -> tuple[float | None, str]:
-    """USD per device-hour: the request's, else the lowest stored on-demand price (never a silent 0)."""
+    """USD per device-hour: the request's, else the store's default price by the price rule (never a silent 0)."""
     if req.price_per_device_hour_usd and hw_id in req.price_per_device_hour_usd:
         return req.price_per_device_hour_usd[hw_id], "given in the request"
     return stored_device_price(lookup, hw_id, res)
@@ -510,8 +510,9 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
         "is needed.",
         "Disaggregated plans size the prefill pool for TTFT (with the KV transfer over the hardware's link) and the decode "
         "pool for TPOT and load, on the same hardware.",
-        "Prices: the request's, else the lowest stored on-demand price per device-hour; a device without a price is "
-        "evaluated but never chosen.",
+        f"Prices: the request's, else the stored default per device-hour ({PRICE_RULE}; each candidate's "
+        "price_source names provider, region, date and age); a device without a current price is evaluated but never "
+        "chosen.",
     )
     res.outputs = {"headline": headline, "best": best, "why": why, "configurations_evaluated": len(plans),
                    "meeting_slo": sum(p["meets_slo"] for p in plans), "pareto": _pareto(plans), "candidates": plans}

@@ -30,7 +30,7 @@ from calculators.framework import (
 from calculators.framework import headline as hf
 from calculators.domain import (
     arch_from_record, format_label, FormatField as Format, FORMATS, groups_from_model, hardware_spec, kv_sizes,
-    MODEL_CONFIG_FIELD, model_record, model_weight_bytes, note_scope, resolve_format, shipped_weight_formats,
+    MODEL_CONFIG_FIELD, model_record, model_weight_bytes, note_scope, PRICE_RULE, resolve_format, shipped_weight_formats,
     stored_device_price, usable_memory_bytes,
 )
 from calculators.perf import ESTIMATE_FIELD, Estimate, step_estimate
@@ -52,8 +52,9 @@ class ServingCostRequest(CalcRequest):
     memory_per_device_bytes: PosFloat | None = Field(None, description="Device memory capacity in bytes (80 GiB = 85899345920; a decimal 80 GB = 80e9).")
     memory_bandwidth_bytes_per_s: PosFloat | None = Field(None, description="Device memory bandwidth in B/s.")
     price_per_device_hour_usd: PosFloat | None = Field(
-        None, description="Price of one device for one hour, USD. Default with `hardware`: the lowest stored on-demand "
-                          "GPU-hour price of that device (cited; the deployment planner's rule).", examples=[8.0])
+        None, description="Price of one device for one hour, USD. Default with `hardware`: the store's default price of "
+                          "that device (cited; the deployment planner's rule): per provider the newest on-demand GPU-hour "
+                          "offer, stale ones (over 12 months old) dropped, the lowest of the rest.", examples=[8.0])
     target_tokens_per_s: PosFloat = Field(description="Output tokens per second the service must deliver.", examples=[1000])
     batch: PosIntSweep | None = Field(None, description="Sequences decoded together per replica. Sweepable. Default: the largest "
                                       "power of two that fits the replica's memory and keeps the decode step within "
@@ -83,7 +84,7 @@ class ServingCostRequest(CalcRequest):
         if not self.hardware and self.memory_per_device_bytes is None:
             raise ValueError("give hardware or memory_per_device_bytes")
         if not self.hardware and self.price_per_device_hour_usd is None:
-            raise ValueError("give price_per_device_hour_usd (or hardware, whose lowest stored on-demand price is the default)")
+            raise ValueError("give price_per_device_hour_usd (or hardware, whose stored default price is used)")
         if self.weight_format is not None and self.weight_bytes_per_param is not None:
             raise ValueError("give weight_format or weight_bytes_per_param, not both")
         return self
@@ -288,9 +289,9 @@ def compute(req: ServingCostRequest, lookup: Lookup) -> Result:
     if price is None:
         price, basis = stored_device_price(lookup, hw.id, res)
         if price is None:
-            raise CalcInputError("price_per_device_hour_usd", f"{hw.id} has no stored GPU-hour price: give one")
-        res.assume(f"Price: ${price:,.2f} per device-hour, the lowest stored on-demand price of {hw.id} ({basis}); "
-                   "give price_per_device_hour_usd for your own.")
+            raise CalcInputError("price_per_device_hour_usd", f"{hw.id} has no current stored price: {basis}")
+        res.assume(f"Price: ${price:,.2f} per device-hour, the default stored price of {hw.id}: {basis}. Rule: "
+                   f"{PRICE_RULE}. Give price_per_device_hour_usd for your own.")
     res.inputs["price_per_device_hour_usd"] = price
     x = broadcast({"batch": req.batch if req.batch is not None else 1, "context_tokens": req.context_tokens})
     b, ctx = x["batch"], x["context_tokens"]
