@@ -1,6 +1,7 @@
 """Fact records: sources, hardware (devices and their aggregates), links, model architectures, prices."""
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -35,6 +36,9 @@ Sparsity = Literal["dense", "structured", "unspecified"]
 SCOPES: tuple[str, ...] = get_args(Scope)
 #: what kind of machine a hardware record is (calculators.domain.hardware_kind derives it when the record says none)
 HardwareKind = Literal[tuple(HARDWARE_KINDS)]  # type: ignore[valid-type]
+#: keys of a hardware record's `unknown` mapping: a figure field, or one peak row by precision and sparsity
+UNKNOWN_KEY = re.compile(r"^(?:memory_bytes|memory_bandwidth_bytes_per_s|power_w|"
+                         r"peak_(?P<precision>[a-z0-9]+)_(?P<sparsity>dense|structured|unspecified))$")
 
 
 class Peak(FactGroup):
@@ -73,7 +77,37 @@ class Hardware(Record, FactGroup):
     power_w: Optional[Fact] = None
     links: refs("link") = []
     peaks: list[Peak] = []
+    unknown: dict[str, str] = Field(default_factory=dict, description=(
+        "Figures the record lacks, each with the reason: memory_bytes, memory_bandwidth_bytes_per_s, power_w, "
+        "or peak_<precision>_<sparsity> (peak_bf16_dense, peak_fp8_dense) -> why no sourced value is stored."))
     notes: Optional[str] = None
+
+    @model_validator(mode="after")
+    def _unknown_is_unknown(self) -> "Hardware":
+        """An `unknown` entry names a figure the record really lacks, with a reason; never a stored one."""
+        problems: Problems = []
+        for name, why in self.unknown.items():
+            where = join("unknown", name)
+            if not UNKNOWN_KEY.match(name):
+                problems.append((where, "name memory_bytes, memory_bandwidth_bytes_per_s, power_w or "
+                                        "peak_<precision>_<dense|structured|unspecified> (e.g. peak_fp8_dense)"))
+            elif not str(why or "").strip():
+                problems.append((where, "say why the figure is unknown (a non-empty reason)"))
+            elif self.has_figure(name):
+                problems.append((where, f"the record stores {name}; drop it from unknown"))
+        if problems:
+            raise refuse(*problems)
+        return self
+
+    def has_figure(self, name: str) -> bool:
+        """Whether the record stores the figure an `unknown` key names (a field, or a peak row)."""
+        m = UNKNOWN_KEY.match(name)
+        if m is None:
+            return False
+        if m.group("precision") is None:
+            return getattr(self, name) is not None
+        return any(p.input_precision.lower() == m.group("precision") and p.sparsity == m.group("sparsity")
+                   for p in self.peaks)
 
     @model_validator(mode="after")
     def _what_numbers_count(self) -> "Hardware":
