@@ -6,7 +6,9 @@ The builder validates what this returns and writes it to DuckDB; tests and the c
 from __future__ import annotations
 
 import functools
+import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,18 +163,47 @@ def gpu_prices(prices, hardware_id: str) -> list[dict]:
             and isinstance(p.get("device_usd_per_hour"), dict)]
 
 
+def validation_class(lookup, ident: str, cache: dict) -> dict:
+    """Kind "validation_class": the validation errors of `serving-estimate` on the stored published runs of one class,
+    `ident` = "<hardware id>/<framework>" (the points the validation report compares there, each recomputed as
+    `knowledge.validation.validate_point` does; computed on first use and kept in `cache`). Per figure: the points
+    with an error, the median, 90th-percentile and largest |predicted / measured − 1|, and the share within 25 %."""
+    if ident in cache:
+        return cache[ident]
+    from knowledge import validation as V
+
+    hardware, _, framework = ident.partition("/")
+    rows = [V.validate_point(p, lookup) for p in V.points(lookup)
+            if p.get("hardware") == hardware and p.get("framework") == framework]
+    rows = [r for r in rows if r.compared]
+    out = {"id": ident, "hardware": hardware, "framework": framework, "points": len(rows),
+           "point_ids": [r.id for r in rows]}
+    for metric in ("tpot_s", "output_tokens_per_s_per_device", "ttft_s"):
+        errs = sorted(abs(r.errors[metric]) for r in rows if metric in r.errors)
+        n = len(errs)
+        out[metric] = {"n": n, "median_abs_error": statistics.median(errs) if n else None,
+                       "p90_abs_error": errs[math.ceil(0.9 * n) - 1] if n else None,     # nearest rank
+                       "max_abs_error": errs[-1] if n else None,
+                       "within_25_percent": sum(e <= V.WITHIN for e in errs) / n if n else None}
+    cache[ident] = out
+    return out
+
+
 def catalog_lookup(cat: Catalog):
     """A calculators `Lookup` over a catalog: (kind, id) -> record, KeyError when unknown.
 
     Kind "measurement" reads the measured Parquet tables beside the data files directly (no store):
     "index", "systems" or "<system>/<table>" (see `knowledge.measurements.Measurements`)."""
     index = {kind: cat.by_id(kind) for kind in cat.records}
+    classes: dict = {}
 
     def lookup(kind: str, ident: str):
         if kind == "measurement":
             return _measurements(Path(cat.data_dir or DATA_DIR) / "measured").lookup(ident)
         if kind == "gpu_prices":
             return gpu_prices(cat.records.get("price", []), ident)
+        if kind == "validation_class":
+            return validation_class(lookup, ident, classes)
         if kind == "ids":
             return list(index.get(ident, {}))
         return index[kind][ident]

@@ -40,7 +40,7 @@ from knowledge.column_cache import (
     read_store_columns,
     same_file,
 )
-from knowledge.loader import gpu_prices
+from knowledge.loader import gpu_prices, validation_class
 from knowledge.measurements import TABLES as MEASURED_TABLES
 from knowledge.measurements import Measurements
 
@@ -533,12 +533,16 @@ class Store:
     def lookup(self, kind: str, ident: str) -> Any:
         """Calculators' Lookup: KeyError when unknown. Kind "measurement" answers "index", "systems" and
         "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`); kind
-        "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty); kind "ids"
+        "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty); kind
+        "validation_class" the validation errors on one "<hardware>/<framework>" (`knowledge.loader.validation_class`,
+        computed on first use); kind "ids"
         lists the ids of the kind named by `ident`."""
         if kind == "measurement":
             return self.measurements.lookup(ident)
         if kind == "gpu_prices":
             return gpu_prices(self.records.get("price", {}).values(), ident)
+        if kind == "validation_class":      # serving-estimate's errors on one hardware/framework's published runs
+            return validation_class(self.lookup, ident, self.__dict__.setdefault("_validation_classes", {}))
         if kind == "ids":            # the ids of one kind, so an unknown id is answered with the closest
             return list(self.records.get(ident, {}))
         return self.records[kind][ident]
