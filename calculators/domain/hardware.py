@@ -129,6 +129,20 @@ class HardwareSpec:
     provenance: dict[str, dict] = field(default_factory=dict)   # field -> {record, field, value, source, locator}
     scaling: tuple[str, ...] = ()             # how totals were turned into per-device figures
     links: tuple[str, ...] = ()
+    unknown: tuple[tuple[str, str], ...] = ()  # (figure, why the record has no sourced value), from its `unknown`
+
+    def why_unknown(self, *names: str) -> str:
+        """' (memory_bandwidth_bytes_per_s unknown: <reason>; ...)' for the named figures the record marks unknown
+        and lacks, '' when it gives no reason for any of them."""
+        reasons = dict(self.unknown)
+        said = [f"{n} unknown: {reasons[n]}" for n in names if n in reasons and getattr(self, n, None) is None]
+        return f" ({'; '.join(said)})" if said else ""
+
+    def require_memory_and_bandwidth(self, loc: str = "hardware") -> None:
+        """Refuse (422 naming `loc`) a record without per-device memory or bandwidth, quoting the record's reason."""
+        if self.memory_bytes is None or self.memory_bandwidth_bytes_per_s is None:
+            raise CalcInputError(loc, f"{self.id} has no sourced per-device memory or bandwidth"
+                                      + self.why_unknown("memory_bytes", "memory_bandwidth_bytes_per_s"))
 
     @property
     def scale_up_link(self) -> str | None:
@@ -150,7 +164,7 @@ class HardwareSpec:
     def require(self, name: str, loc: str) -> float:
         value = getattr(self, name)
         if value is None:
-            raise CalcInputError(loc, f"{self.id} has no sourced per-device {name}")
+            raise CalcInputError(loc, f"{self.id} has no sourced per-device {name}" + self.why_unknown(name))
         return float(value)
 
     def cite(self, res: Result, *names: str) -> None:
@@ -162,7 +176,9 @@ class HardwareSpec:
         match = [p for p in self.peaks if p.input_precision.upper() == precision.upper() and p.sparsity == sparsity]
         if not match:
             have = sorted({f"{p.input_precision}/{p.sparsity}" for p in self.peaks})
-            raise CalcInputError(loc, f"{self.id} has no {sparsity} {precision} peak; it has: {', '.join(have) or 'none'}")
+            why = dict(self.unknown).get(f"peak_{precision.lower()}_{sparsity}")
+            raise CalcInputError(loc, f"{self.id} has no {sparsity} {precision} peak; it has: {', '.join(have) or 'none'}"
+                                      + (f" (peak_{precision.lower()}_{sparsity} unknown: {why})" if why else ""))
         return min(match, key=lambda p: (0 if p.unit.lower() in ("tensor", "cube", "matrix") else 1,
                                          0 if (p.accumulator or "").upper() == "FP32" else 1))
 
@@ -246,8 +262,10 @@ def _spec_from_record(rec: dict) -> HardwareSpec:
                           str(row.get("sparsity") or "unspecified"), value, _prov(rec, fact, fname, value)))
     if divided_peaks:
         scaling.append(f"peak rates = published totals ÷ {devices}")
+    unknown = rec.get("unknown") if isinstance(rec.get("unknown"), dict) else {}
     return HardwareSpec(rec["id"], rec.get("name") or rec["id"], scope, devices, memory, bandwidth, power, tuple(peaks),
-                        prov, tuple(scaling), tuple(rec.get("links") or ()))
+                        prov, tuple(scaling), tuple(rec.get("links") or ()),
+                        tuple((str(k), str(v)) for k, v in unknown.items()))
 
 
 def note_scope(res: Result, hw: HardwareSpec) -> None:

@@ -123,8 +123,7 @@ def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_li
     here when it is not)."""
     hw = hardware_spec(lookup, hw_id, "hardware")
     note_scope(res, hw)
-    if hw.memory_bytes is None or hw.memory_bandwidth_bytes_per_s is None:
-        raise CalcInputError("hardware", f"{hw_id} has no sourced per-device memory or bandwidth")
+    hw.require_memory_and_bandwidth("hardware")
     usable = float(usable_memory_bytes(hw.memory_bytes, req.memory_utilization, req.runtime_reserve_bytes))
     price, price_note = _price(req, lookup, hw_id, res)
     fits_link, link_id, link_bw = link_fits(lookup, hw, (req.link or {}).get(hw_id))

@@ -204,8 +204,7 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
         res.assume(note)
     hw = hardware_spec(lookup, req.hardware, "hardware")
     note_scope(res, hw)
-    if hw.memory_bytes is None or hw.memory_bandwidth_bytes_per_s is None:
-        raise CalcInputError("hardware", f"{hw.id} has no sourced per-device memory or bandwidth")
+    hw.require_memory_and_bandwidth("hardware")
     hw.cite(res, "memory_bytes", "memory_bandwidth_bytes_per_s")
     if req.dp_attention and not (lay.moe_layers and lay.experts):
         raise CalcInputError("dp_attention", "attention data parallelism is for MoE models (ep = tp over the experts)")
