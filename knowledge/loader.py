@@ -88,7 +88,7 @@ FILES = {
 #: other data files the build reads (the measured tables' manifest and system map): not records, but the
 #: build refuses a repeated key in them just the same (NVIDIA's verbatim collection_meta.yaml copies are
 #: checked by their sha256 instead)
-CHECKED_FILES = ("measured/manifest.yaml", "measured/systems.yaml")
+CHECKED_FILES = ("measured/manifest.yaml", "measured/systems.yaml", "launch-args.yaml")
 
 
 @dataclass
