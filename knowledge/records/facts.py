@@ -6,7 +6,7 @@ from typing import Any, Literal, Optional, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from calculators.domain import HARDWARE_KINDS, per_device_value
+from calculators.domain import HARDWARE_KINDS, per_device_value, price_date
 
 from knowledge.records.base import (Commit, CountFact, Fact, FactGroup, Label, PositiveInt, Problems, Record, Sha256,
                                     Ratio, Slug, SourceId, Text, Window, join, ref, refs, refuse)
@@ -333,10 +333,20 @@ class Price(Record, FactGroup):
 
     @model_validator(mode="after")
     def _gpu_hour(self) -> "Price":
-        """A GPU-hour price is positive, says how it is bought, where and when, and agrees with its instance price."""
+        """Every price says where (`region`) and when (`date`, ISO); a GPU-hour price is positive, says how it is
+        bought and agrees with its instance price."""
         problems: Problems = []
         d, inst = self.device_usd_per_hour, self.instance_usd_per_hour
-        gpu_fields = ("hardware", "pricing", "commitment", "region", "instance", "devices_per_instance")
+        gpu_fields = ("hardware", "pricing", "commitment", "instance", "devices_per_instance")
+        if not self.region:
+            problems.append(("region", "every price needs the region the source gives (write 'not stated by the "
+                                       "source' when it gives none)"))
+        if not self.date:
+            problems.append(("date", "every price needs its date (the day it was read, or the source's own date), "
+                                     "ISO: YYYY-MM-DD, or YYYY-MM / YYYY when the source gives no day"))
+        elif price_date(self.date) is None:   # the price rule reads a month or a year as its first day
+            problems.append(("date", f"{self.date!r} is not an ISO date (YYYY-MM-DD, or YYYY-MM / YYYY when the source "
+                                     "gives no day)"))
         if d is None:
             if inst is not None:
                 problems.append(("device_usd_per_hour", "an instance price needs the per-device price it implies"))
@@ -347,10 +357,8 @@ class Price(Record, FactGroup):
             if d.value <= 0:
                 problems.append(("device_usd_per_hour", f"a GPU-hour price must be > 0 (got {d.value}); "
                                                         "leave the record out rather than store $0"))
-            for f in ("pricing", "region", "date"):
-                if not getattr(self, f):
-                    problems.append((f, "a GPU-hour price needs it (write 'not stated by the source' for a region "
-                                        "the source does not give)" if f == "region" else "a GPU-hour price needs it"))
+            if not self.pricing:
+                problems.append(("pricing", "a GPU-hour price needs it"))
             if self.pricing in ("reserved", "committed") and not self.commitment:
                 problems.append(("commitment", f"a {self.pricing} price needs the term bought"))
             if inst is not None:

@@ -95,8 +95,10 @@ def test_a_good_gpu_price_builds(tmp_path):
     (GOOD.replace("value: 3.0", "value: 3.5"), "prices-gpu.yaml: gpu-1: device_usd_per_hour: 3.5 x 8 devices = 28.0000"),
     (GOOD.replace("  devices_per_instance: 8\n", ""),
      "prices-gpu.yaml: gpu-1: devices_per_instance: an instance price needs the device count"),
-    (GOOD.replace("  region: us-east-1\n", ""), "prices-gpu.yaml: gpu-1: region: a GPU-hour price needs it"),
-    (GOOD.replace('  date: "2026-09-20"\n', ""), "prices-gpu.yaml: gpu-1: date: a GPU-hour price needs it"),
+    (GOOD.replace("  region: us-east-1\n", ""), "prices-gpu.yaml: gpu-1: region: every price needs the region"),
+    (GOOD.replace('  date: "2026-09-20"\n', ""), "prices-gpu.yaml: gpu-1: date: every price needs its date"),
+    (GOOD.replace('date: "2026-09-20"', 'date: "20 Sep 2026"'), "prices-gpu.yaml: gpu-1: date: '20 Sep 2026' is not an ISO date"),
+    (GOOD.replace('date: "2026-09-20"', 'date: "2026-09-31"'), "prices-gpu.yaml: gpu-1: date: '2026-09-31' is not an ISO date"),
     (GOOD.replace("  pricing: on-demand\n", ""), "prices-gpu.yaml: gpu-1: pricing: a GPU-hour price needs it"),
     (GOOD.replace("pricing: on-demand", "pricing: cheap"), "prices-gpu.yaml: gpu-1: pricing: must be one of"),
     (GOOD.replace("pricing: on-demand", "pricing: reserved"),
@@ -113,8 +115,13 @@ def test_gpu_price_rules_refuse_with_the_field_named(tmp_path, text, expected):
     assert any(p.startswith(expected) for p in problems), problems
 
 
-def test_token_prices_need_no_gpu_fields():
-    p = R.Price.model_validate({"id": "t", "name": "T", "input_usd_per_mtok": {"value": 1.0, "source": "s", "locator": "x"}})
+def test_token_prices_need_no_gpu_fields_but_a_region_and_a_date():
+    token = {"id": "t", "name": "T", "date": "2026-09", "region": "not stated by the source",
+             "input_usd_per_mtok": {"value": 1.0, "source": "s", "locator": "x"}}
+    p = R.Price.model_validate(token)
     assert p.device_usd_per_hour is None and p.pricing is None
     with pytest.raises(ValueError, match="GPU-rental fields need device_usd_per_hour"):
-        R.Price.model_validate({"id": "t", "name": "T", "region": "eu"})
+        R.Price.model_validate({**token, "pricing": "on-demand"})
+    for missing in ("region", "date"):
+        with pytest.raises(ValueError, match=f"every price needs"):
+            R.Price.model_validate({k: v for k, v in token.items() if k != missing})
