@@ -118,3 +118,74 @@ def test_new_device_records_read_their_vendor_capacity_as_gib(lookup, hw_id, mem
                                                                ("gaudi3-roce-24x200g", 1200e9)])
 def test_bidirectional_totals_are_stored_one_way(lookup, link_id, published_bidirectional):
     assert link_spec(lookup, link_id).one_way_bytes_per_s == published_bidirectional / 2
+
+
+# ------------------------------------------------------------------ values added for issue #26 item 1 (one test each)
+
+def _peak_fact(lookup, hw_id: str, precision: str, sparsity: str = "dense") -> dict:
+    rows = [p for p in lookup("hardware", hw_id)["peaks"]
+            if p["input_precision"] == precision and p["sparsity"] == sparsity]
+    assert len(rows) == 1, f"{hw_id} has {len(rows)} {sparsity} {precision} rows"
+    return rows[0]["flop_per_s"]
+
+
+@pytest.mark.parametrize("hw_id, precision, value, source, locator_part", [
+    ("mi325x", "BF16", 1307.4e12, "amd-rocm-blog-peak-flops", "MI325X row"),
+    ("mi325x", "FP16", 1307.4e12, "amd-rocm-blog-matrix-cores-cdna", "Matrix FP16"),
+    ("mi325x", "FP8", 2614.9e12, "amd-rocm-blog-matrix-cores-cdna", "Matrix FP8"),
+    ("mi325x", "FP32", 163.4e12, "amd-rocm-blog-matrix-cores-cdna", "Matrix FP32"),
+    ("mi325x", "FP64", 163.4e12, "amd-rocm-blog-matrix-cores-cdna", "Matrix FP64"),
+    ("mi355x", "FP16", 2.5e15, "amd-rocm-blog-matrix-cores-cdna", "MI355X (CDNA4)', row Matrix FP16"),
+    ("mi355x", "FP8", 5e15, "amd-rocm-blog-matrix-cores-cdna", "row Matrix FP8"),
+    ("mi355x", "FP6", 10e15, "amd-rocm-blog-matrix-cores-cdna", "row Matrix FP6"),
+    ("mi355x", "FP4", 10e15, "amd-rocm-blog-matrix-cores-cdna", "row Matrix FP4"),
+    ("mi355x", "FP32", 157.3e12, "amd-rocm-blog-matrix-cores-cdna", "row Matrix FP32"),
+    ("mi355x", "FP64", 78.6e12, "amd-rocm-blog-matrix-cores-cdna", "row Matrix FP64"),
+    ("b200-sxm", "FP8", 4.5e15, "aiconfigurator-b200-sxm", "gpu.fp8_tc_flops"),
+    ("h200-sxm", "FP8", 1.978e15, "aiconfigurator-h200-sxm", "gpu.fp8_tc_flops"),
+    ("gb200", "BF16", 2.5e15, "aiconfigurator-gb200", "gpu.bfloat16_tc_flops"),
+    ("gb200", "FP8", 5e15, "aiconfigurator-gb200", "gpu.fp8_tc_flops"),
+    ("gb200", "NVFP4", 10e15, "aiconfigurator-gb200", "gpu.fp4_tc_flops"),
+    ("gb200", "INT8", 5e15, "aiconfigurator-gb200", "gpu.int8_tc_flops"),
+])
+def test_added_dense_peak_value_unit_and_source(lookup, hw_id, precision, value, source, locator_part):
+    fact = _peak_fact(lookup, hw_id, precision)
+    assert fact["value"] == pytest.approx(value, rel=1e-12)     # FLOP/s (ops/s for INT8), SI, not TFLOPS
+    assert fact["source"] == source and locator_part in fact["locator"]
+    assert lookup("source", source)["url"].startswith("https://")
+    assert hardware_spec(lookup, hw_id).peak(precision).flop_per_s == pytest.approx(value, rel=1e-12)
+
+
+def test_gb200_per_gpu_record_matches_its_superchip_and_rack(lookup):
+    rec = lookup("hardware", "gb200")
+    assert rec["scope"] == "device" and rec["devices_in_scope"] == 1
+    spec = hardware_spec(lookup, "gb200")
+    assert spec.memory_bytes == 186 * GIB and rec["memory_bytes"]["basis"] == "binary"
+    assert rec["memory_bytes"]["source"] == "nvidia-gb200-page" and "372 GB" in rec["memory_bytes"]["as_published"]
+    assert spec.memory_bandwidth_bytes_per_s == 8e12 and rec["memory_bandwidth_bytes_per_s"]["locator"] == "gpu.mem_bw"
+    assert spec.power_w == 1200 and rec["power_w"]["source"] == "aiconfigurator-gb200"
+    assert spec.links == ("nvlink5", "nvlink-c2c") and spec.scale_up_link == "nvlink5"
+    assert "gb200-nvl72" in rec["notes"] and "gb200-superchip" in rec["notes"]
+    for other in ("gb200-nvl72", "gb200-superchip"):              # the same GPU read per device agrees
+        o = hardware_spec(lookup, other)
+        assert o.memory_bytes == spec.memory_bytes
+        assert o.memory_bandwidth_bytes_per_s == spec.memory_bandwidth_bytes_per_s
+        assert o.peak("BF16").flop_per_s == spec.peak("BF16").flop_per_s
+
+
+def test_tpu7x_hbm_bandwidth_and_ici_link(lookup):
+    fact = _fact(lookup, "tpu-v7", "memory_bandwidth_bytes_per_s")
+    assert fact["value"] == 7.38e12 and fact["source"] == "google-cloud-tpu7x" and "HBM bandwidth" in fact["locator"]
+    spec = hardware_spec(lookup, "tpu-v7")
+    assert spec.memory_bandwidth_bytes_per_s == 7.38e12 and spec.scale_up_link == "tpu7x-ici"
+    ici = link_spec(lookup, "tpu7x-ici")
+    assert ici.one_way_bytes_per_s == 600e9                       # 1200 GBps bidirectional per chip / 2
+    assert lookup("link", "tpu7x-ici")["one_way_bytes_per_s"]["source"] == "google-cloud-tpu7x"
+
+
+def test_nvlink_c2c_is_450_gb_s_one_way_from_nvidias_900_gb_s_total(lookup):
+    rec = lookup("link", "nvlink-c2c")
+    fact = rec["one_way_bytes_per_s"]
+    assert fact["value"] == 450e9 and fact["source"] == "nvidia-grace-hopper-in-depth"
+    assert "900 GB/s total" in fact["as_published"] and "half" in rec["direction_convention"]
+    assert link_spec(lookup, "nvlink-c2c").one_way_bytes_per_s == 450e9
