@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from calculators.domain import HARDWARE_KINDS, hardware_kind
 from knowledge.store import Page, Store
 
 Limit = Annotated[int, Field(ge=1, le=1000, description="Items per page (1–1000).")]
@@ -108,6 +109,11 @@ class ModelSort(str, Enum):
     params_active = "params_active"
 
 
+#: the kinds a hardware list filters by (calculators.domain.HARDWARE_KINDS), as an enum so that an unknown one is a
+#: 422 naming `kind`
+HardwareKind = Enum("HardwareKind", {k.replace("-", "_"): k for k in HARDWARE_KINDS}, type=str)
+
+
 class HardwareQuery(ListQuery):
     kind_listed: ClassVar[str] = "hardware"
     exact: ClassVar[dict[str, str]] = {"vendor": "vendor", "architecture": "architecture", "scope": "scope"}
@@ -116,11 +122,31 @@ class HardwareQuery(ListQuery):
     vendor: Text = Field(None, description="e.g. NVIDIA, AMD, Huawei, Google, Apple")
     architecture: Text = Field(None, description="e.g. Hopper, Blackwell")
     scope: Text = Field(None, description="device, node, rack or pod")
+    kind: HardwareKind | None = Field(None, description="data-centre-gpu, accelerator (TPU, Trainium, Gaudi, Ascend "
+                                      "NPU...), laptop-desktop (Apple M-series, GeForce, RTX workstation) or rack-system "
+                                      "(racks, pods and other multi-device systems); every record's `kind` says which")
     q: NameContains = None
     sort: HardwareSort | None = None
     desc: Descending = False
     limit: Limit = 50
     offset: Offset = 0
+
+    def run(self, store: Store) -> Page:
+        """The page asked for, each record with its `kind`; the kind is derived (hardware_kind), not a store column,
+        so a kind filter reads every record the other filters keep (a few hundred at most) and pages them here."""
+        if self.kind is None:
+            found = super().run(store)
+        else:
+            sort, desc = self.sort_column()
+            every = store.list(self.kind_listed, self.where(), 1_000_000, 0, sort, desc, contains=self.contains() or None)
+            kept = [h for h in every.items if hardware_kind(h) == self.kind.value]
+            found = Page(kept[self.offset:self.offset + self.limit], len(kept), self.limit, self.offset)
+        for h in found.items:
+            h["kind"] = hardware_kind(h)
+        return found
+
+    def filters(self) -> dict[str, Any]:
+        return {**super().filters(), "kind": "" if self.kind is None else self.kind.value}
 
 
 class LinkQuery(ListQuery):

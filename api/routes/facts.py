@@ -18,7 +18,7 @@ from api.queries import (
 from api.responses import FastJSONResponse
 from api.problems import problem
 from api.routes.common import NotFound, page
-from calculators.domain import AmbiguousModelId, resolve_model_id
+from calculators.domain import AmbiguousModelId, hardware_kind, resolve_model_id
 from calculators.framework import UnknownId
 from knowledge.store import Store
 
@@ -35,8 +35,9 @@ def _get(store: Store, kind: str, ident: str, endpoint: str) -> dict:
 
 @router.get("/hardware", response_model=S.Page[S.Hardware], summary="List accelerators and systems",
             description="Accelerators and systems with memory, bandwidth, power and per-precision peak rates; "
-                        "every number carries its source and locator. Filter by vendor, architecture or scope; "
-                        "`q` matches the name.")
+                        "every number carries its source and locator. Filter by vendor, architecture, scope or kind "
+                        "(data-centre-gpu, accelerator, laptop-desktop, rack-system; an unknown kind is a 422); `q` "
+                        "matches the name. Every record says its `kind`.")
 def list_hardware(request: Request, query: Annotated[HardwareQuery, Query()],
                   store: Store = Depends(get_store)) -> FastJSONResponse:
     return page(request, query.run(store))
@@ -45,7 +46,10 @@ def list_hardware(request: Request, query: Annotated[HardwareQuery, Query()],
 @router.get("/hardware/{hardware_id}", response_model=S.Hardware, summary="Get one accelerator or system",
             description="One device with the source and locator of every number. Unknown ids answer 404.")
 def get_hardware(hardware_id: Id, store: Store = Depends(get_store)):
-    return _get(store, "hardware", hardware_id, "/api/v1/hardware")
+    rec = store.get("hardware", hardware_id)
+    if rec is None:
+        raise NotFound("hardware", hardware_id, "/api/v1/hardware")
+    return FastJSONResponse({**rec, "kind": hardware_kind(rec)})
 
 
 @router.get("/links", response_model=S.Page[S.Link], summary="List interconnects",

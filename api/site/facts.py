@@ -23,7 +23,7 @@ from api.queries import (
 )
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate
-from calculators.domain import AmbiguousModelId, resolve_model_id
+from calculators.domain import HARDWARE_KINDS, AmbiguousModelId, resolve_model_id
 from calculators.framework import UnknownId, jsonable
 from api.site.format import cited_sources, iter_facts
 from api.site.render import (
@@ -69,15 +69,37 @@ def _bf16_dense(hw: dict[str, Any]) -> dict | None:
                  if str(p.get("input_precision")).upper() == "BF16" and p.get("sparsity") == "dense"), None)
 
 
+def _facet_links(request: Request, store: Store, query: HardwareQuery, name: str,
+                 labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """The filter links of one facet (`kind` or `vendor`): per value, the records the other filters keep with it and
+    the URL that selects it (or drops it when it is the current one); values kept by no record are left out."""
+    others = query.model_copy(update={name: None, "limit": 1_000_000, "offset": 0}).run(store).items
+    counts: dict[str, int] = {}
+    for h in others:
+        value = h.get(name)
+        if value not in (None, ""):
+            counts[str(value)] = counts.get(str(value), 0) + 1
+    current = query.filters()[name]
+    order = list(labels) if labels else sorted(counts, key=str.lower)
+    return [{"value": v, "label": (labels or {}).get(v, v), "count": counts[v],
+             "active": v.lower() == str(current).lower(),
+             "url": urls.with_changes(request.url.path, request.query_params.multi_items(),
+                                      **{name: None if v.lower() == str(current).lower() else v}, offset=None)}
+            for v in order if counts.get(v)]
+
+
 @router.get("/hardware", response_class=HTMLResponse)
 def hardware_page(request: Request, query: Annotated[HardwareQuery, Query()]) -> HTMLResponse:
-    """Accelerators and systems, filtered and sorted like /api/v1/hardware."""
+    """Accelerators and systems, filtered and sorted like /api/v1/hardware, with kind and vendor filter links."""
     store = store_of(request)
     page = query.run(store)
+    facets = {"kind": _facet_links(request, store, query, "kind", HARDWARE_KINDS),
+              "vendor": _facet_links(request, store, query, "vendor")}
     return render(request, "hardware_list.html.j2", title="Hardware", twin=twin(request), page=page,
                   bf16={h["id"]: _bf16_dense(h) for h in page.items}, pager=pager(request, page),
-                  sorts=sort_links(request, query, HardwareSort), filters=query.filters(),
-                  options=_options(store, "hardware", tuple(query.exact)), sources=cited_sources(page.items))
+                  sorts=sort_links(request, query, HardwareSort), filters=query.filters(), facets=facets,
+                  kinds=HARDWARE_KINDS, options=_options(store, "hardware", tuple(query.exact)),
+                  sources=cited_sources(page.items))
 
 
 @router.get("/hardware/{hardware_id}", response_class=HTMLResponse)
