@@ -53,6 +53,18 @@ class CaseDetail(R.Case):
     related_cases: list[CaseRef] = []
 
 
+class PriceMarked(R.Price):
+    """A price as /api/v1/prices answers it: the record plus the default-price rule's marks (DATA-FORMAT.md, "The
+    default price of a device")."""
+
+    as_of: Optional[str] = Field(None, description="Reference date of the marks (ISO): today, or CASEBOOK_PRICE_AS_OF.")
+    age_months: Optional[int] = Field(None, description="Whole months from the price's date to the reference date.")
+    stale: bool = Field(False, description="Dated more than 12 months before the reference date: never a default.")
+    default_for_device: bool = Field(
+        False, description="This GPU-hour offer is its hardware's default price in the calculators (per provider the "
+                           "newest on-demand offer, stale ones dropped, the lowest of the rest).")
+
+
 class Page(BaseModel, Generic[T]):
     items: list[T]
     total: int = Field(description="Number of records matching the filters (all pages).")
@@ -293,11 +305,34 @@ class ValidationRow(BaseModel):
     api_url: str = Field(description="The benchmark point as JSON.")
     validation_url: str = Field(description="This row as JSON.")
     calculator_url: Optional[str] = Field(None, description="The serving-estimate page computing the request.")
+    loso: Optional[dict[str, Any]] = Field(None, description="The point estimated with efficiency factors fitted on "
+                                           "every other source (fold, factor, group, fitted_on points and sources, "
+                                           "predicted, errors; note: why no factor applied, when none did).")
 
 
 class ValidationPoint(ValidationRow):
     same_basis: Optional[ValidationGroup] = Field(None, description="Errors of the compared points estimated on the "
                                                                     "same basis: how far off an estimate of its kind is.")
+
+
+class ValidationTables(BaseModel):
+    overall: ValidationGroup
+    by_source: dict[str, ValidationGroup]
+    by_hardware: dict[str, ValidationGroup]
+    by_model_family: dict[str, ValidationGroup]
+    by_framework: dict[str, ValidationGroup]
+    by_load: dict[str, ValidationGroup]
+
+
+class ValidationTarget(BaseModel):
+    id: str
+    what: str = Field(description="The figure the issue's target is on.")
+    target: str
+    threshold: Optional[float] = None
+    uncalibrated: Any = Field(description="The figure of the uncalibrated estimate.")
+    leave_one_source_out: Any = Field(description="The figure of the calibrated estimate, each source left out.")
+    met_uncalibrated: Optional[bool] = None
+    met_leave_one_source_out: Optional[bool] = None
 
 
 class ValidationReport(BaseModel):
@@ -314,6 +349,12 @@ class ValidationReport(BaseModel):
     by_model_family: dict[str, ValidationGroup]
     by_framework: dict[str, ValidationGroup]
     by_load: dict[str, ValidationGroup]
+    leave_one_source_out: ValidationTables = Field(description="The same tables for the calibrated estimate, each "
+                                                   "source's points estimated with factors fitted on the others.")
+    targets: list[ValidationTarget] = Field(description="Issue #25's targets, uncalibrated beside leave-one-source-out.")
+    calibration: dict[str, Any] = Field(description="The calibration model, and the factors fitted on every source "
+                                        "(hardware/framework/basis -> factor, points, sources, leave-one-source-out "
+                                        "error), those applied, and the figures had every factor been applied.")
     not_compared_reasons: dict[str, Optional[str]] = Field(description="Point id -> why it is not compared.")
     rows: list[ValidationRow]
     cache_key: str = Field(description="sha256 of the store's content hash and the code that computed the report.")

@@ -526,6 +526,14 @@ class Store:
         from knowledge.coverage import coverage
         return coverage(self.all("case"), self.all("derivation"))
 
+    @cached_property
+    def serving_calibration(self) -> dict[str, dict]:
+        """serving-estimate's applied efficiency factors, fitted on this store's benchmarks (`knowledge.validation`;
+        read from the report persisted beside the store, computed there the first time)."""
+        from knowledge.serving_calibration import applied
+        from knowledge.validation import store_factors
+        return applied(store_factors(self))
+
     # ------------------------------------------------------------------ reads
     def get(self, kind: str, ident: str) -> dict | None:
         return self.records.get(kind, {}).get(ident)
@@ -535,12 +543,15 @@ class Store:
         "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`); kind
         "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty); kind
         "validation_class" the validation errors on one "<hardware>/<framework>" (`knowledge.loader.validation_class`,
-        computed on first use); kind "ids"
+        computed on first use); kind "serving_calibration" the fitted factor of "<hardware>/<framework or *>/<basis>"
+        (`knowledge.serving_calibration`, from the validation report persisted beside the store); kind "ids"
         lists the ids of the kind named by `ident`."""
         if kind == "measurement":
             return self.measurements.lookup(ident)
         if kind == "gpu_prices":
             return gpu_prices(self.records.get("price", {}).values(), ident)
+        if kind == "serving_calibration":     # KeyError: no factor for this hardware × framework × basis
+            return self.serving_calibration[ident]
         if kind == "validation_class":      # serving-estimate's errors on one hardware/framework's published runs
             return validation_class(self.lookup, ident, self.__dict__.setdefault("_validation_classes", {}))
         if kind == "ids":            # the ids of one kind, so an unknown id is answered with the closest

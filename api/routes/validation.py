@@ -14,18 +14,9 @@ is computed, and a filtered answer is a view of the cached report (the tables ar
 """
 from __future__ import annotations
 
-import hashlib
-import logging
-import os
-import tempfile
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from functools import lru_cache
-from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
-import orjson
 from fastapi import APIRouter, Depends, Path as PathParam, Query
 from pydantic import Field
 
@@ -35,26 +26,15 @@ from api.queries import BenchmarkFrameworkName, ListQuery
 from api.responses import FastJSONResponse
 from api.routes.common import NotFound
 from api.urls import urls
+from knowledge import serving_calibration as SC
 from knowledge import validation as V
 from knowledge.store import Store
 
-log = logging.getLogger("casebook.validation")
 router = APIRouter(tags=["benchmarks"])
 
-#: layout of the persisted report (bumped when the cached shape changes: an old file is then simply not found)
-FORMAT = "v1"
-ROOT = Path(__file__).resolve().parents[2]
-#: the code whose bytes key the cache: the validation and everything `serving-estimate` runs
-CODE = ("knowledge/validation.py", "calculators")
 #: the by_* tables of a report: key -> (label, the row's group)
-GROUPS: dict[str, tuple[str, Any]] = {
-    "by_source": ("source", lambda r: r.source),
-    "by_hardware": ("hardware", lambda r: r.hardware or "?"),
-    "by_model_family": ("model family", V.family_of),
-    "by_framework": ("framework", lambda r: r.framework),
-    "by_load": ("load", lambda r: r.load),
-}
-METRICS = ("tpot_s", "output_tokens_per_s_per_device", "ttft_s")
+GROUPS = V.GROUPS
+METRICS = V.METRICS
 METHOD = {
     "compared": "A point is compared when the store describes its deployment: model and accelerator records, "
                 "framework vLLM, SGLang or TensorRT-LLM, a closed-loop, Poisson, MLPerf Server or offline load, and "
@@ -63,82 +43,25 @@ METHOD = {
                "range-ratio means, finite runs, ep not stated) are listed in the row's mapping.",
     "error": "predicted / measured - 1: positive is an estimate slower (TPOT, TTFT) or faster (tokens/s) than the "
              "measurement. Medians are of |error|; within_25_percent is the share with |error| <= 0.25.",
-    "calibration": "Nothing is fitted on these points: they are the errors of the uncalibrated estimate.",
+    "calibration": "The tables overall and by_* are the uncalibrated estimate (calibration 'none'). "
+                   "leave_one_source_out holds the same tables for the calibrated estimate, each source's points "
+                   "estimated with factors fitted on the other sources only (a point whose hardware no other source "
+                   "measured keeps the uncalibrated estimate; its row's loso.note says so). " + SC.MODEL,
     "bound": "bound_below_measured: whether the estimate's peak-rate floor (bound_tpot_s) is at or below the "
              "measured TPOT, as a floor must be.",
     "target": "Issue #25: median |TPOT error| <= 15 %, >= 70 % of points within 25 %, median |tokens/s per device "
-              "error| <= 20 %.",
+              "error| <= 20 %, measured leaving each source out, and the floor below the measured TPOT on every point.",
 }
 
 _CACHE: dict[str, dict[str, Any]] = {}
 _LOCK = threading.Lock()
 
+code_digest = V.code_digest
+cache_key = V.cache_key
+cache_dir = V.cache_dir
+
 
 # --------------------------------------------------------------------------- the cached report
-
-@lru_cache(maxsize=1)
-def code_digest() -> str:
-    """sha256 over the paths and bytes of the code that computes the report (read once per process)."""
-    h = hashlib.sha256(FORMAT.encode())
-    for entry in CODE:
-        base = ROOT / entry
-        for path in sorted(base.rglob("*.py")) if base.is_dir() else [base]:
-            h.update(str(path.relative_to(ROOT)).encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
-
-
-def cache_key(store: Store) -> str:
-    """The report's identity: the store's content hash and the code's digest."""
-    return hashlib.sha256(f"{store.content_hash}|{code_digest()}".encode()).hexdigest()
-
-
-def cache_dir(store: Store) -> Path:
-    """Where the report of the store at `store.path` is persisted: `<db>.validation/` beside it."""
-    return store.path.with_name(store.path.name + ".validation")
-
-
-def _read_persisted(path: Path) -> dict[str, Any] | None:
-    try:
-        data = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("rows"), list) else None
-
-
-def _persist(directory: Path, key: str, raw: bytes) -> None:
-    """Write the report into `directory` (a temporary file renamed into place) and remove older reports there."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".report-", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        os.chmod(tmp, 0o644)        # as readable as the store beside it (mkstemp makes 0600)
-        os.replace(tmp, directory / f"{key}.json")
-        for old in directory.glob("*.json"):      # (the lock file is no .json)
-            if old.name != f"{key}.json":
-                old.unlink(missing_ok=True)
-    except OSError as exc:
-        log.warning("validation report not persisted in %s (%s): it is kept in memory only", directory, exc)
-
-
-@contextmanager
-def _across_processes(directory: Path) -> Iterator[None]:
-    """An exclusive lock on `<directory>/.lock` (fcntl), so that workers started together compute the report once;
-    no lock (each computes) where the directory cannot be written or fcntl is missing."""
-    try:
-        import fcntl
-        directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(directory / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    except (ImportError, OSError):
-        yield
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)                 # closing releases the lock
-
 
 def _enrich(report: dict[str, Any], store: Store) -> dict[str, Any]:
     """The report with what each row's page needs: published names, model family, its links."""
@@ -154,8 +77,9 @@ def _enrich(report: dict[str, Any], store: Store) -> dict[str, Any]:
 
 
 def report(store: Store) -> dict[str, Any]:
-    """The validation report of `store` (computed at most once per store version and code in a process, else read
-    from memory or from its persisted copy). Shared: callers must not modify it."""
+    """The validation report of `store` (computed at most once per store version and code, by
+    `knowledge.validation.cached_report`, else read from memory or from its persisted copy). Shared: callers must
+    not modify it."""
     key = cache_key(store)
     hit = _CACHE.get(key)
     if hit is not None:
@@ -163,15 +87,7 @@ def report(store: Store) -> dict[str, Any]:
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is None:
-            directory = cache_dir(store)
-            with _across_processes(directory):      # the other workers wait for one computation, then read it
-                data = _read_persisted(directory / f"{key}.json")
-                if data is None:
-                    raw = orjson.dumps(V.report(store.lookup), option=orjson.OPT_SERIALIZE_NUMPY)
-                    _persist(directory, key, raw)
-                    data = orjson.loads(raw)     # plain floats, as a persisted copy reads back
-            hit = _enrich(data, store)
-            hit["cache_key"] = key
+            hit = _enrich(V.cached_report(store), store)
             _CACHE[key] = hit
     return hit
 
@@ -180,6 +96,7 @@ def clear_cache() -> None:
     """Forget the reports computed in this process (their persisted copies stay)."""
     with _LOCK:
         _CACHE.clear()
+    V.clear_cache()
 
 
 # --------------------------------------------------------------------------- filtered views
@@ -191,18 +108,10 @@ def _row_fields(row: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in row.items() if k in _ROW_FIELDS}
 
 
-def _empty_group() -> dict[str, Any]:
-    stat = {"n": 0, "median_abs_error": None, "within_25_percent": None}
-    return {"points": 0, **{m: dict(stat) for m in METRICS}, "bound_below_measured": {"n": 0, "holds": 0}}
-
-
-def tables(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """overall and the by_* tables over `rows` (those not compared count nowhere)."""
-    objs = [V.Row(**_row_fields(r)) for r in rows]
-    out: dict[str, Any] = {"overall": V.summary(objs).get("all") or _empty_group()}
-    for name, (_, key) in GROUPS.items():
-        out[name] = V.summary(objs, key)
-    return out
+def tables(rows: list[dict[str, Any]], calibrated: bool = False) -> dict[str, Any]:
+    """overall and the by_* tables over `rows` (those not compared count nowhere); `calibrated`: of their
+    leave-one-source-out estimates."""
+    return V.tables([V.Row(**_row_fields(r)) for r in rows], calibrated)
 
 
 Filter = Annotated[str | None, Field(max_length=200)]
@@ -248,6 +157,7 @@ def view(rep: dict[str, Any], query: ValidationQuery | None = None) -> dict[str,
     compared = sum(r["compared"] for r in rows)
     return {"stored": len(rep["rows"]), "points": len(rows), "compared": compared, "not_compared": len(rows) - compared,
             "filters": query.given(), "within": V.WITHIN, "method": METHOD, **tables(rows),
+            **V.calibrated_views([V.Row(**_row_fields(r)) for r in rows]), "calibration": rep["calibration"],
             "not_compared_reasons": {r["id"]: r["reason"] for r in rows if not r["compared"]},
             "rows": rows, "cache_key": rep["cache_key"]}
 
@@ -266,28 +176,71 @@ def _pct(v: float | None) -> str:
     return "—" if v is None else f"{100 * v:.0f} %" if abs(v) < 100 else f"{100 * v:.2g} %"
 
 
+def _target_value(v: Any) -> str:
+    return v if isinstance(v, str) else _pct(v)
+
+
 def format_text(v: dict[str, Any]) -> str:
-    """The answer as the tables `casebook validate` prints."""
-    o = v["overall"]
+    """The answer as the tables `casebook validate` prints: uncalibrated beside leave-one-source-out calibrated."""
+    o, c = v["overall"], v["leave_one_source_out"]["overall"]
     lines = [f"serving-estimate against published measurements: {v['compared']} of {v['points']} points compared"
              + (f" ({v['stored']} stored; filters {v['filters']})" if v["filters"] else ""),
-             f"  median |TPOT error| {_pct(o['tpot_s']['median_abs_error'])} over {o['tpot_s']['n']} points, "
-             f"{_pct(o['tpot_s']['within_25_percent'])} within ±25 %",
-             f"  median |tokens/s per device error| {_pct(o['output_tokens_per_s_per_device']['median_abs_error'])} "
-             f"over {o['output_tokens_per_s_per_device']['n']}, "
-             f"{_pct(o['output_tokens_per_s_per_device']['within_25_percent'])} within ±25 %",
-             f"  median |TTFT error| {_pct(o['ttft_s']['median_abs_error'])} over {o['ttft_s']['n']}",
+             "  uncalibrated | calibrated, each source's points with factors fitted on the other sources only",
+             f"  median |TPOT error| {_pct(o['tpot_s']['median_abs_error'])} | {_pct(c['tpot_s']['median_abs_error'])}"
+             f" over {o['tpot_s']['n']} points, within ±25 %: {_pct(o['tpot_s']['within_25_percent'])} | "
+             f"{_pct(c['tpot_s']['within_25_percent'])}",
+             f"  median |tokens/s per device error| {_pct(o['output_tokens_per_s_per_device']['median_abs_error'])} | "
+             f"{_pct(c['output_tokens_per_s_per_device']['median_abs_error'])} over "
+             f"{o['output_tokens_per_s_per_device']['n']}, within ±25 %: "
+             f"{_pct(o['output_tokens_per_s_per_device']['within_25_percent'])} | "
+             f"{_pct(c['output_tokens_per_s_per_device']['within_25_percent'])}",
+             f"  median |TTFT error| {_pct(o['ttft_s']['median_abs_error'])} | {_pct(c['ttft_s']['median_abs_error'])}"
+             f" over {o['ttft_s']['n']}",
              f"  bound at or below the measured TPOT: {o['bound_below_measured']['holds']} of "
-             f"{o['bound_below_measured']['n']}"]
-    head = f"{'':44} {'points':>6}  {'TPOT n':>6} {'|err|':>6} {'±25%':>5}  {'tok/s n':>7} {'|err|':>6} {'±25%':>5}" \
-           f"  {'TTFT n':>6} {'|err|':>6}"
+             f"{o['bound_below_measured']['n']}",
+             "", "issue #25 targets (uncalibrated | leave-one-source-out)"]
+    yes = {True: "met", False: "NOT met", None: "—"}
+    for t in v["targets"]:
+        lines.append(f"  {t['what']:58} {t['target']:>12}   {_target_value(t['uncalibrated']):>8} "
+                     f"{yes[t['met_uncalibrated']]:>8} | {_target_value(t['leave_one_source_out']):>8} "
+                     f"{yes[t['met_leave_one_source_out']]:>8}")
+    head = (f"{'':40} {'points':>6}  {'TPOT n':>6} {'|err|':>13} {'±25%':>11}  {'tok/s n':>7} {'|err|':>13} "
+            f"{'±25%':>11}  {'TTFT n':>6} {'|err|':>13}")
     for name, (label, _) in GROUPS.items():
-        lines += ["", f"by {label}", head]
+        lines += ["", f"by {label}", head + "   (uncalibrated|leave-one-source-out)"]
         for g, e in v[name].items():
-            t, d, f = e["tpot_s"], e["output_tokens_per_s_per_device"], e["ttft_s"]
-            lines.append(f"{g[:44]:44} {e['points']:6}  {t['n']:6} {_pct(t['median_abs_error']):>6} "
-                         f"{_pct(t['within_25_percent']):>5}  {d['n']:7} {_pct(d['median_abs_error']):>6} "
-                         f"{_pct(d['within_25_percent']):>5}  {f['n']:6} {_pct(f['median_abs_error']):>6}")
+            k = v["leave_one_source_out"][name].get(g) or e
+            cols = []
+            for m in METRICS:
+                a, b = e[m], k[m]
+                cols.append(f"{a['n']:6} {_pct(a['median_abs_error']):>6}|{_pct(b['median_abs_error']):<6}")
+                if m != "ttft_s":
+                    cols[-1] += f" {_pct(a['within_25_percent']):>5}|{_pct(b['within_25_percent']):<5}"
+            lines.append(f"{g[:40]:40} {e['points']:6}  {cols[0]}  {cols[1]}  {cols[2]}")
+    cal = v.get("calibration") or {}
+    applied = set(cal.get("applied") or [])
+    if cal.get("factors"):
+        lines += ["", "factors fitted on every source (applied: " + (", ".join(cal.get("applied_bases") or []) or "none")
+                  + " step times; LOSO = the group's points, each estimated without its own source, as if applied)"]
+        for key, f in cal["factors"].items():
+            lo = f.get("leave_one_source_out") or {}
+            lines.append(f"  {key:34} × {f['factor']:.3g} on {f['points']:3} points from {', '.join(f['sources'])}"
+                         f"{'' if key in applied else ' (not applied)'}; LOSO |err| TPOT "
+                         f"{_pct((lo.get('tpot_s') or {}).get('median_abs_error'))}, tokens/s "
+                         f"{_pct((lo.get('output_tokens_per_s_per_device') or {}).get('median_abs_error'))}")
+        every = cal.get("if_every_factor_applied") or {}
+        if every:
+            lines.append(f"  if every factor were applied (measured-kernel ones too), leaving each source out: TPOT "
+                         f"{_pct(every['tpot_s']['median_abs_error'])}, tokens/s per device "
+                         f"{_pct(every['output_tokens_per_s_per_device']['median_abs_error'])}")
+    notes: dict[str, int] = {}
+    for r in v["rows"]:
+        note = (r.get("loso") or {}).get("note")
+        if note:
+            notes[note] = notes.get(note, 0) + 1
+    if notes:
+        lines += ["", "points without a factor in their fold"]
+        lines += [f"  {n:3} × {why}" for why, n in sorted(notes.items(), key=lambda kv: (-kv[1], kv[0]))]
     if v["not_compared"]:
         reasons: dict[str, int] = {}
         for why in v["not_compared_reasons"].values():
