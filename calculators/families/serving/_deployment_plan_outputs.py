@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from calculators.framework import Outputs, OutNum
-
+from calculators.families.serving._serving_estimate_outputs import NearestOut, TtftOut
 
 
 class MemoryOut(Outputs):
@@ -31,6 +31,64 @@ class DecodePoolOut(Outputs):
     batch: int
     replicas: int | None
     devices: int | None
+
+
+class PlanScreenOut(Outputs):
+    """The vectorised screen's figures of a candidate the second pass re-estimated."""
+
+    ttft_s: OutNum = Field(description="p90 time to first token on the screen (prefill + M/M/1 tail), s.")
+    tpot_s: OutNum = Field(description="TPOT on the screen (decode step stretched by the prefill load), s.")
+    tokens_per_s_per_user: OutNum = Field(description="1 / TPOT on the screen, tokens/s.")
+    meets_slo: bool
+    reason: str | None
+
+
+class PlanEstimateOut(Outputs):
+    """serving-estimate's answer for a candidate at the plan's load (the same figures as calling it with `request`)."""
+
+    request: dict = Field(description="The serving-estimate request of this deployment and load.")
+    stable: bool = Field(description="False when the load exceeds what the replicas serve.")
+    ttft_s: TtftOut
+    tpot_s: OutNum = Field(description="Mean TPOT with chunked-prefill interference, s.")
+    e2e_s: OutNum = Field(description="Mean end-to-end latency, s.")
+    requests_per_s: OutNum = Field(description="Completed requests per second, whole deployment.")
+    output_tokens_per_s_per_device: OutNum = Field(description="Output tokens/s per device.")
+    concurrency: OutNum = Field(description="Requests holding a KV slot, whole deployment (mean).")
+    decode_batch: OutNum = Field(description="Requests decoding in a step, per engine (mean).")
+    queue_wait_s: OutNum = Field(description="Mean wait for a share of the token budget, s.")
+    slots_per_engine: int = Field(description="min(KV capacity, max_num_seqs = batch), requests.")
+    prefill_share: OutNum = Field(description="Share of the time spent on prefill work (X·P).")
+    bound_tpot_s: OutNum = Field(description="Peak-rate floor of TPOT at the reached batch, s.")
+    basis: str = Field(description="What its step times come from.")
+
+
+class ErrorStatsOut(Outputs):
+    n: int = Field(description="Compared points with this figure.")
+    median_abs_error: OutNum = Field(description="Median |predicted / measured − 1|.")
+    p90_abs_error: OutNum = Field(description="90th percentile (nearest rank) of |predicted / measured − 1|.")
+    max_abs_error: OutNum = Field(description="Largest |predicted / measured − 1|.")
+    within_25_percent: OutNum = Field(description="Share of points within ±25 %.")
+
+
+class ValidationClassOut(Outputs):
+    """How far serving-estimate was off on the stored published runs of the best plan's hardware × framework."""
+
+    id: str = Field(description="'<hardware>/<framework>'.")
+    points: int = Field(description="Published points of this class the validation compares.")
+    tpot_s: ErrorStatsOut
+    output_tokens_per_s_per_device: ErrorStatsOut
+    ttft_s: ErrorStatsOut
+
+
+class ReEstimateOut(Outputs):
+    """The second pass: shortlisted candidates re-estimated by serving-estimate."""
+
+    re_estimated: int = Field(description="Candidates re-estimated.")
+    meeting_slo: int = Field(description="Of them, those meeting both SLOs on serving-estimate's figures.")
+    limit: int = Field(description="Shortlist size (cheapest first on the screen's cost order); the walk goes further "
+                       "only until one candidate meets the SLOs.")
+    cpu_s: float = Field(description="CPU seconds the pass took.")
+    skipped: str | None = Field(description="Why no candidate was re-estimated, or null.")
 
 
 class PlanOut(Outputs):
@@ -68,6 +126,15 @@ class PlanOut(Outputs):
     step_source: str = Field(description="Where the step times come from (measured kernels or bound).")
     price_source: str = Field(description="Where the device price comes from.")
     link: str | None = Field(description="Link id of the TP group.")
+    figures: Literal["serving-estimate", "screen"] = Field("screen", description="Where ttft_s, tpot_s and meets_slo "
+                                                          "come from: serving-estimate (second pass) or the screen.")
+    screen: PlanScreenOut | None = Field(None, description="The screen's figures of a re-estimated candidate.")
+    serving_estimate: PlanEstimateOut | None = Field(None, description="serving-estimate's answer (re-estimated "
+                                                     "candidates; null when it refused the deployment).")
+    nearest_measurement: NearestOut | None = Field(None, description="Best only: the nearest stored published run, "
+                                                   "estimated the same way, with the error there.")
+    validation_class: ValidationClassOut | None = Field(None, description="Best only: serving-estimate's validation "
+                                                        "errors on this hardware × framework.")
 
 
 class DeploymentPlanOutputs(Outputs):
@@ -78,5 +145,6 @@ class DeploymentPlanOutputs(Outputs):
     why: str
     configurations_evaluated: int
     meeting_slo: int
+    re_estimate: ReEstimateOut = Field(description="The second pass over the shortlist (serving-estimate).")
     pareto: list[PlanOut] = Field(description="Fitting configurations not beaten on tokens/s per device and per user.")
     candidates: list[PlanOut]

@@ -35,6 +35,9 @@ from calculators.framework import (
     Profile, request_inputs, request_value, Result, Series,
 )
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
+from calculators.families.serving._plan_estimate import (
+    describe_best, re_estimate, say_second_pass, second_pass_work, verified,
+)
 from calculators.families.serving._plan_search import (
     col, count_splits, DEFAULT_MTP_ACCEPTANCE, dp_meaningful, link_fits, link_time, max_load_for_ttft, money,
     mtp_tokens_per_step, p90_wait, rows, search_splits, step_table, weight_formats,
@@ -467,8 +470,13 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     for note in tab.notes:
         if note not in lay.notes:
             res.assume(note)
-    eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None]
+    # the second pass: the shortlist re-estimated by serving-estimate at the plan's load, SLOs checked again
+    measured = {p["hardware"] for p in plans if p["step_source"].startswith("measured")}
+    second = re_estimate(req, res, lookup, plans, {id(p) for p in _pareto(plans)}, measured)
+    eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None and verified(p, measured, second)]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
+    if best:
+        describe_best(req, res, lookup, best)
     headline = why = None
     if best:
         extra = f", {best['ratio']}" if best["mode"] == "disaggregated" and best.get("ratio") else ""
@@ -484,8 +492,14 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
                  best["memory_per_device_bytes"]["total"], "B")
         res.step("decode step", best["step_source"], fmt_s(best["decode_step_s"]), best["decode_step_s"], "s")
         res.step("prefill", "one request's prompt on the prefill replica", fmt_s(best["prefill_s"] or 0), best["prefill_s"] or 0, "s")
-        res.step("TTFT p90", "prefill + p90 queueing wait (M/M/1 tail)" + (" + KV transfer" if best["mode"] == "disaggregated" else ""),
-                 fmt_s(best["ttft_s"]), best["ttft_s"], "s")
+        if best["figures"] == "serving-estimate":
+            res.step("TTFT p90, TPOT", "serving-estimate at the plan's load: continuous batching with chunked prefill, "
+                     "Poisson arrivals over the replicas (TPOT = D(B) / (1 − X·P))", f"TTFT p90 {fmt_s(best['ttft_s'])}, "
+                     f"TPOT {fmt_s(best['tpot_s'])} (screen: {fmt_s(best['screen']['ttft_s'])}, "
+                     f"{fmt_s(best['screen']['tpot_s'])})", best["tpot_s"], "s")
+        else:
+            res.step("TTFT p90", "prefill + p90 queueing wait (M/M/1 tail)" + (" + KV transfer" if best["mode"] == "disaggregated" else ""),
+                     fmt_s(best["ttft_s"]), best["ttft_s"], "s")
         res.step("replicas", "max(prefill load for the TTFT SLO, batch slots for the decode load)", str(best["replicas"]),
                  best["replicas"], "replicas")
         res.step("cost per 1M output tokens", "devices × $/h ÷ (req/s × output tokens × 3600) × 1e6",
@@ -513,7 +527,9 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
         "price_source names provider, region, date and age); a device without a current price is evaluated but never "
         "chosen.",
     )
+    say_second_pass(res, second)
     res.outputs = {"headline": headline, "best": best, "why": why, "configurations_evaluated": len(plans),
+                   "re_estimate": second,
                    "meeting_slo": sum(p["meets_slo"] for p in plans), "pareto": _pareto(plans), "candidates": plans}
     return res
 
@@ -537,6 +553,7 @@ CALCULATORS = [Calculator(
     profile=Profile(1.5e-06, 464, 210),   # answer bytes: ~199 per configuration measured on a 220-item batch (87.6 MB)
     mcp_tool=True,
     series=planner_series,
+    work=second_pass_work,
     page_section="planner",
     summary="The cheapest way to serve a model for a traffic and SLO: hardware, TP/PP/EP, batch, replicas, "
             "aggregated or disaggregated, with TTFT, TPOT and $ per million tokens, every candidate shown.",
