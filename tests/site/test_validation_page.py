@@ -84,6 +84,13 @@ def test_the_page_shows_the_numbers_of_its_json_twin(page, twin):
                 assert shown == pytest.approx(entry[metric]["median_abs_error"]), (table, group, metric)
                 cells += 1
     assert cells >= 3 * len(twin["by_source"]) >= 3
+    loso = twin["leave_one_source_out"]
+    for table in ("by_source", "by_hardware"):      # the calibrated tables, each source left out, beside them
+        for group, entry in loso[table].items():
+            shown = page.values[f"leave_one_source_out.{table}.{group}.tpot_s.median_abs_error"]
+            assert _number(shown) == pytest.approx(entry["tpot_s"]["median_abs_error"]), (table, group)
+    assert _number(page.values["leave_one_source_out.overall.tpot_s.median_abs_error"]) == pytest.approx(
+        loso["overall"]["tpot_s"]["median_abs_error"])
 
 
 def test_every_stored_point_is_listed_once_with_its_links(client, page, twin):

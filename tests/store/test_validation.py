@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from knowledge.validation import family_of, report, request_of, summary
+from knowledge.validation import family_of, request_of, summary
 
 
 @pytest.fixture(scope="module")
-def rep(lookup):
-    return report(lookup)
+def rep(client):
+    """The suite's one report (computed once per session over its store, shared with tests/api and the CLI test)."""
+    from api.routes.validation import report as cached
+
+    return cached(client.app.state.store)
 
 
 def test_every_point_is_compared_or_says_why(rep):
@@ -49,3 +52,37 @@ def test_a_point_maps_to_a_request_with_its_rules_stated(lookup):
     assert body is None and "not in the catalogue" in reason
     body, reason, _ = request_of({**point, "framework": "other", "framework_name": "ATOM"}, lookup)
     assert body is None and "ATOM" in reason
+
+
+def test_each_point_is_estimated_without_its_own_source(rep):
+    """Leaving each source out: a row's factor was fitted on other sources only, and the calibrated tables are the
+    medians of those rows' errors."""
+    compared = [r for r in rep["rows"] if r["compared"]]
+    for r in compared:
+        loso = r["loso"]
+        assert loso["fold"] == f"fitted without {r['source']}" and r["source"] not in loso["fitted_on"]["sources"]
+        assert (loso["factor"] is None) == (loso["note"] is not None), r["id"]
+        for m, e in loso["errors"].items():
+            assert e == pytest.approx(loso["predicted"][m] / r["measured"][m] - 1), (r["id"], m)
+    errs = sorted(abs(r["loso"]["errors"]["tpot_s"]) for r in compared if "tpot_s" in r["loso"]["errors"])
+    if errs:
+        import statistics
+        assert rep["leave_one_source_out"]["overall"]["tpot_s"]["median_abs_error"] == pytest.approx(statistics.median(errs))
+    assert {t["id"] for t in rep["targets"]} == {"tpot_median", "tpot_within", "tokens_median", "bound"}
+
+
+def test_the_store_answers_the_applied_factors_and_the_estimate_uses_them(rep, client):
+    store = client.app.state.store
+    applied = rep["calibration"]["applied"]
+    assert set(store.serving_calibration) == set(applied)
+    for key in applied:
+        assert store.lookup("serving_calibration", key)["factor"] == rep["calibration"]["factors"][key]["factor"]
+    with pytest.raises(KeyError):
+        store.lookup("serving_calibration", "no-such/vllm/bound")
+    if applied:
+        f = rep["calibration"]["factors"][applied[0]]
+        point = next(r for r in rep["rows"] if r["id"] in f["point_ids"])
+        body = {**point["request"], "calibration": "auto"}
+        got = client.post("/api/v1/calculators/serving-estimate", json=body).json()["outputs"]["calibration"]
+        assert got["applied"] and got["sources"]
+        assert got["factor"] in {rep["calibration"]["factors"][k]["factor"] for k in applied}
