@@ -165,6 +165,12 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
         per_tok_dense = 6.0 * N * factor
         attn_tok = 0.0 * D
         if req.sequence_tokens is not None:
+            if attn_shape is None and rec is not None:
+                name = req.model if req.model is not None else "the model_config"
+                raise CalcInputError("sequence_tokens", f"{name} has attention layout '{rec.attention}', which is not one "
+                                     "full-attention shape this term models (sliding-window, linear, sparse or "
+                                     "compressed layers): leave sequence_tokens out for 6·N·D alone, or give `params` "
+                                     "with `attention`")
             if attn_shape is None:
                 raise CalcInputError("sequence_tokens", "the attention term needs shapes: a model, an architecture, or `attention`")
             La, H, dqk, dv = attn_shape
