@@ -1,7 +1,8 @@
 """HTTP caching of read-only answers: ETag from the store's content hash, Cache-Control, 304 on If-None-Match.
 
 Every GET/HEAD answer of a read-only route is a function of the store (its content hash), the code that
-renders it, the URL (path and query) and the representation asked for (`Accept`: JSON, Markdown, HTML). The
+renders it, the day prices are aged to (the default-price rule's reference date), the URL (path and query)
+and the representation asked for (`Accept`: JSON, Markdown, HTML). The
 ETag is a digest of exactly those, so two workers of one server give the same tag and a new store or a new
 release gives a new one. A request whose If-None-Match carries that tag is answered 304 without running
 the route; other requests run as usual and their 200 answers get ETag, Cache-Control and `Vary: Accept`.
@@ -97,12 +98,23 @@ def _registered() -> bytes:
     return "\0".join(REGISTRY).encode()
 
 
+def _price_day() -> bytes:
+    """The reference date of the default-price rule (today, or CASEBOOK_PRICE_AS_OF): prices age, so answers that
+    mark or use a stored price change with it although the store does not."""
+    from calculators.domain import PRICE_AS_OF_ENV, price_as_of
+
+    try:
+        return price_as_of().isoformat().encode()
+    except ValueError:          # serve refuses a malformed setting at start; never fail a request on it
+        return os.environ.get(PRICE_AS_OF_ENV, "").encode()
+
+
 def etag_for(content_hash: str, path: str, query: bytes, accept: bytes) -> str:
-    """The weak ETag of one representation: store content, code (and registered calculators), base URL, path,
-    query and Accept."""
+    """The weak ETag of one representation: store content, code (and registered calculators), base URL, the price
+    rule's reference date, path, query and Accept."""
     h = hashlib.blake2b(digest_size=12)
     for part in (content_hash.encode(), code_fingerprint().encode(), _registered(),
-                 os.environ.get("CASEBOOK_BASE_URL", "").encode(), path.encode(), query, accept):
+                 os.environ.get("CASEBOOK_BASE_URL", "").encode(), _price_day(), path.encode(), query, accept):
         h.update(len(part).to_bytes(4, "big"))
         h.update(part)
     return f'W/"{h.hexdigest()}"'

@@ -1,6 +1,7 @@
 """Fact resources: hardware, links, models, frameworks, prices, sources — lists with filters and gets."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -17,6 +18,7 @@ from api.queries import (
 )
 from api.responses import FastJSONResponse
 from api.problems import problem
+from api.price_marks import mark_prices
 from api.routes.common import NotFound, page
 from calculators.domain import AmbiguousModelId, hardware_kind, resolve_model_id
 from calculators.framework import UnknownId
@@ -127,17 +129,25 @@ def get_framework(framework_id: Id, store: Store = Depends(get_store)):
     return _get(store, "framework", framework_id, "/api/v1/frameworks")
 
 
-@router.get("/prices", response_model=S.Page[S.Price], summary="List dated price points",
-            description="USD per million tokens (input, cache read, cache write, output), each dated and sourced.")
+@router.get("/prices", response_model=S.Page[S.PriceMarked], summary="List dated price points",
+            description="USD per million tokens (input, cache read, cache write, output) and USD per GPU-hour, each "
+                        "dated, with its region, and sourced; each marked with its `age_months`, whether it is "
+                        "`stale` (over 12 months old) and, for GPU-hour offers, `default_for_device` (the price the "
+                        "calculators default to for that hardware).")
 def list_prices(request: Request, query: Annotated[PriceQuery, Query()],
                 store: Store = Depends(get_store)) -> FastJSONResponse:
-    return page(request, query.run(store))
+    result = query.run(store)
+    return page(request, replace(result, items=mark_prices(store, result.items)))
 
 
-@router.get("/prices/{price_id}", response_model=S.Price, summary="Get one price point",
-            description="One dated price point in USD per million tokens, with its source. Unknown ids answer 404.")
+@router.get("/prices/{price_id}", response_model=S.PriceMarked, summary="Get one price point",
+            description="One dated price point (USD per million tokens or per GPU-hour) with its source and the marks "
+                        "of the list (`age_months`, `stale`, `default_for_device`). Unknown ids answer 404.")
 def get_price(price_id: Id, store: Store = Depends(get_store)):
-    return _get(store, "price", price_id, "/api/v1/prices")
+    rec = store.get("price", price_id)
+    if rec is None:
+        raise NotFound("price", price_id, "/api/v1/prices")
+    return FastJSONResponse(mark_prices(store, [rec])[0])
 
 
 @router.get("/sources", response_model=S.Page[S.Source], summary="List sources",

@@ -6,6 +6,7 @@ list the same records.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import Query, Request
@@ -21,9 +22,10 @@ from api.queries import (
     PriceQuery,
     SourceQuery,
 )
+from api.price_marks import mark_prices
 from api.routes.common import NotFound
 from api.service import CalculationFailed, calculate
-from calculators.domain import HARDWARE_KINDS, AmbiguousModelId, resolve_model_id
+from calculators.domain import HARDWARE_KINDS, PRICE_STALE_MONTHS, AmbiguousModelId, price_as_of, resolve_model_id
 from calculators.framework import UnknownId, jsonable
 from api.site.format import cited_sources, iter_facts
 from api.site.render import (
@@ -215,7 +217,9 @@ def prices_page(request: Request, query: Annotated[PriceQuery, Query()]) -> HTML
     """Dated prices, filtered like /api/v1/prices."""
     store = store_of(request)
     page = query.run(store)
-    return render(request, "prices.html.j2", title="Prices", twin=twin(request), page=page,
+    page = replace(page, items=mark_prices(store, page.items))
+    return render(request, "prices.html.j2", title="Prices", twin=twin(request), page=page, as_of=price_as_of(),
+                  stale_months=PRICE_STALE_MONTHS,
                   pager=pager(request, page), filters=query.filters(), options=_options(store, "price", ["provider"]),
                   columns=PRICE_COLUMNS, sources=cited_sources(page.items))
 
