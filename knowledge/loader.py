@@ -163,30 +163,35 @@ def gpu_prices(prices, hardware_id: str) -> list[dict]:
             and isinstance(p.get("device_usd_per_hour"), dict)]
 
 
-def validation_class(lookup, ident: str, cache: dict) -> dict:
-    """Kind "validation_class": the validation errors of `serving-estimate` on the stored published runs of one class,
-    `ident` = "<hardware id>/<framework>" (the points the validation report compares there, each recomputed as
-    `knowledge.validation.validate_point` does; computed on first use and kept in `cache`). Per figure: the points
-    with an error, the median, 90th-percentile and largest |predicted / measured − 1|, and the share within 25 %."""
-    if ident in cache:
-        return cache[ident]
-    from knowledge import validation as V
-
+def class_errors(ident: str, rows: list[dict], within: float = 0.25) -> dict:
+    """Kind "validation_class" from validation rows (`knowledge.validation.Row.as_dict`): serving-estimate's errors on
+    the compared published runs of one "<hardware id>/<framework>". Per figure: the points with an error, the median,
+    90th-percentile (nearest rank) and largest |predicted / measured − 1|, and the share within `within`."""
     hardware, _, framework = ident.partition("/")
-    rows = [V.validate_point(p, lookup) for p in V.points(lookup)
-            if p.get("hardware") == hardware and p.get("framework") == framework]
-    rows = [r for r in rows if r.compared]
+    rows = [r for r in rows if r.get("compared") and r.get("hardware") == hardware and r.get("framework") == framework]
     out = {"id": ident, "hardware": hardware, "framework": framework, "points": len(rows),
-           "point_ids": [r.id for r in rows]}
+           "point_ids": [r["id"] for r in rows]}
     for metric in ("tpot_s", "output_tokens_per_s_per_device", "ttft_s"):
-        errs = sorted(abs(r.errors[metric]) for r in rows if metric in r.errors)
+        errs = sorted(abs(r["errors"][metric]) for r in rows if (r.get("errors") or {}).get(metric) is not None)
         n = len(errs)
         out[metric] = {"n": n, "median_abs_error": statistics.median(errs) if n else None,
-                       "p90_abs_error": errs[math.ceil(0.9 * n) - 1] if n else None,     # nearest rank
+                       "p90_abs_error": errs[math.ceil(0.9 * n) - 1] if n else None,
                        "max_abs_error": errs[-1] if n else None,
-                       "within_25_percent": sum(e <= V.WITHIN for e in errs) / n if n else None}
-    cache[ident] = out
+                       "within_25_percent": sum(e <= within for e in errs) / n if n else None}
     return out
+
+
+def validation_class(lookup, ident: str, cache: dict) -> dict:
+    """Kind "validation_class" without a store: the class's points recomputed as `knowledge.validation.validate_point`
+    does (computed on first use and kept in `cache`; a store answers it from its persisted validation report)."""
+    if ident not in cache:
+        from knowledge import validation as V
+
+        hardware, _, framework = ident.partition("/")
+        rows = [V.validate_point(p, lookup).as_dict() for p in V.points(lookup)
+                if p.get("hardware") == hardware and p.get("framework") == framework]
+        cache[ident] = class_errors(ident, rows, V.WITHIN)
+    return cache[ident]
 
 
 def catalog_lookup(cat: Catalog):

@@ -40,7 +40,7 @@ from knowledge.column_cache import (
     read_store_columns,
     same_file,
 )
-from knowledge.loader import gpu_prices, validation_class
+from knowledge.loader import class_errors, gpu_prices
 from knowledge.measurements import TABLES as MEASURED_TABLES
 from knowledge.measurements import Measurements
 
@@ -534,6 +534,23 @@ class Store:
         from knowledge.validation import store_factors
         return applied(store_factors(self))
 
+    @cached_property
+    def validation_rows(self) -> list[dict]:
+        """The rows of this store's validation report (`knowledge.validation.cached_report`, read from its persisted
+        copy or computed on a thread of its own as for the calibration factors; [] when it cannot be had)."""
+        from knowledge.validation import cached_report
+        box: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                box["rows"] = cached_report(self)["rows"]
+            except Exception:      # noqa: BLE001 - no class errors rather than a failed calculation
+                box["rows"] = []
+        t = threading.Thread(target=work, name="casebook-validation-rows", daemon=True)
+        t.start()
+        t.join()
+        return box.get("rows", [])
+
     # ------------------------------------------------------------------ reads
     def get(self, kind: str, ident: str) -> dict | None:
         return self.records.get(kind, {}).get(ident)
@@ -542,8 +559,8 @@ class Store:
         """Calculators' Lookup: KeyError when unknown. Kind "measurement" answers "index", "systems" and
         "<system>/<table>" (columns as NumPy arrays, loaded once; see `knowledge.measurements`); kind
         "gpu_prices" answers the GPU-hour price records of a hardware id (a list, possibly empty); kind
-        "validation_class" the validation errors on one "<hardware>/<framework>" (`knowledge.loader.validation_class`,
-        computed on first use); kind "serving_calibration" the fitted factor of "<hardware>/<framework or *>/<basis>"
+        "validation_class" the validation errors on one "<hardware>/<framework>" (`knowledge.loader.class_errors`
+        over the persisted validation report's rows); kind "serving_calibration" the fitted factor of "<hardware>/<framework or *>/<basis>"
         (`knowledge.serving_calibration`, from the validation report persisted beside the store); kind "ids"
         lists the ids of the kind named by `ident`."""
         if kind == "measurement":
@@ -553,7 +570,7 @@ class Store:
         if kind == "serving_calibration":     # KeyError: no factor for this hardware × framework × basis
             return self.serving_calibration[ident]
         if kind == "validation_class":      # serving-estimate's errors on one hardware/framework's published runs
-            return validation_class(self.lookup, ident, self.__dict__.setdefault("_validation_classes", {}))
+            return class_errors(ident, self.validation_rows)
         if kind == "ids":            # the ids of one kind, so an unknown id is answered with the closest
             return list(self.records.get(ident, {}))
         return self.records[kind][ident]

@@ -16,7 +16,7 @@ token budget gives the TTFT tail). The screen's cost order picks which candidate
   would time them at the peak-rate bound, which the screen corrects by the measured/bound ratio of the plan's measured
   hardware), and plans with MTP drafting or skewed routing (serving-estimate models neither).
 
-Each re-estimate calls the calculator's compute with a validated request, not the runner (no JSON parsing, no cost
+Each re-estimate calls the calculator's compute (from the registry) with a validated request, not the runner (no JSON parsing, no cost
 check): its figures are exactly the calculator's for the same body, which each row carries as `serving_estimate.request`.
 """
 from __future__ import annotations
@@ -26,7 +26,6 @@ import time
 
 from calculators.domain import record
 from calculators.framework import CalcInputError, Lookup, Result, Work, fmt_s, num
-from calculators.families.serving import serving_estimate as SE
 
 #: shortlisted candidates re-estimated by serving-estimate, in the screen's cost order
 RE_ESTIMATED = 48
@@ -68,7 +67,10 @@ def _body(req, row: dict, link: str | None) -> dict:
 
 def estimate(body: dict, lookup: Lookup, nearest: bool = False) -> dict:
     """serving-estimate's outputs for `body` (a CalcInputError when it refuses the deployment)."""
-    return SE.compute(SE.ServingEstimateRequest.model_validate(body), lookup, nearest=nearest).outputs
+    from calculators.framework.registry import REGISTRY      # at call time: the registry imports this family
+
+    calc = REGISTRY["serving-estimate"]
+    return calc.compute(calc.request_model.model_validate(body), lookup, nearest=nearest).outputs
 
 
 def summary(o: dict, body: dict) -> dict:
@@ -196,7 +198,7 @@ def describe_best(req, res: Result, lookup: Lookup, best: dict) -> None:
     body = body.get("request") or _body(req, {**best, "replicas": best["replicas"] or 1, "pp": best.get("pp") or 1},
                                         (req.link or {}).get(best["hardware"]))
     try:
-        found = SE._nearest(SE.ServingEstimateRequest.model_validate(body), Result(inputs={}, outputs={}), lookup)
+        found = estimate(body, lookup, nearest=True)["nearest_measurements"]
     except (CalcInputError, ValueError):
         found = []
     best["nearest_measurement"] = found[0] if found else None
