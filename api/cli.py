@@ -298,10 +298,16 @@ def cmd_coverage(args) -> int:
           f"({100 * cov['bound_fraction']:.1f} %)   reproduced: {cov['reproduced']} of {cov['bound']}")
     print(f"printed numbers of bound examples: {cov['printed_numbers']}   checked: {cov['checked_numbers']} "
           f"({100 * cov['checked_fraction']:.1f} %)   excused (unchecked): {cov['excused_numbers']}")
-    by = cov.get("checked_by", {})
+    by, nc = cov.get("checked_by", {}), cov.get("not_counted_by", {})
     print(f"  checked against outputs: {by.get('output', 0)}   derived from outputs: {by.get('derived', 0)}   "
-          f"printed givens matched: {by.get('given', 0)}   verdicts and labels checked: {cov.get('checked_words', 0)} "
-          f"of {cov.get('printed_words', 0)}")
+          f"verdicts and labels checked: {cov.get('checked_words', 0)} of {cov.get('printed_words', 0)}")
+    print(f"  not counted: printed givens matched: {nc.get('given', 0)}   echo checks: {nc.get('echo', 0)}   "
+          f"unchecked: {nc.get('unchecked', 0)}   examples with a counted check: {cov.get('checked_examples', 0)} of "
+          f"{cov['bound']} bound")
+    print(f"  rule: {cov.get('counting_rule', '')}")
+    for n in cov.get("not_counted", []):
+        if n["kind"] != "given":
+            print(f"  not counted ({n['kind']}): {n['id']} {n['entry']} {n['number']}: {n['reason']}")
     for nq in cov.get("not_quantities", []):
         print(f"  not a quantity: {nq['id']} {nq['entry']} = {nq['text']!r}: {nq['reason']}")
     print(f"unbound examples without a reason: {cov['unbound_without_reason']}   rule violations: {cov['violations']} "

@@ -210,6 +210,16 @@ class CoverageNotQuantity(BaseModel):
     reason: str
 
 
+class CoverageNotCounted(BaseModel):
+    id: str
+    entry: str
+    text: str
+    number: str = Field(description="The printed number, as the text shows it.")
+    kind: str = Field(description="given (an input matched against the request), echo (a check whose value is one "
+                                  "of the request's inputs) or unchecked (an excused entry).")
+    reason: str
+
+
 class CoverageCase(BaseModel):
     slug: str
     title_zh: str
@@ -221,7 +231,10 @@ class CoverageCase(BaseModel):
     excused_numbers: int = Field(0, description="Unread numbers of entries listed in `unchecked` (with a reason).")
     checked_fraction: float = 0.0
     checked_by: dict[str, int] = Field({}, description="Checked numbers by kind of check: output (a calculator output), "
-                                       "derived (formed from outputs), given (a printed input matched against the request).")
+                                       "derived (formed from outputs).")
+    not_counted_by: dict[str, int] = Field({}, description="Printed numbers matched but not counted: given, echo, unchecked.")
+    not_counted: list[CoverageNotCounted] = Field([], description="Each of those, with the reason.")
+    checked_examples: int = Field(0, description="Bound examples with at least one counted check.")
     printed_words: int = Field(0, description="Printed verdicts and labels (yes/no, a choice) of the bound examples.")
     checked_words: int = Field(0, description="Of those, checked against a boolean or text output.")
     not_quantities: list[CoverageNotQuantity] = Field([], description="Printed texts that are no quantity, with the reason.")
@@ -243,7 +256,13 @@ class Coverage(BaseModel):
     excused_numbers: int = Field(0, description="Unread numbers of `unchecked` entries.")
     checked_fraction: float = Field(0.0, description="checked_numbers / printed_numbers.")
     checked_by: dict[str, int] = Field({}, description="checked_numbers by kind of check: output, derived (from "
-                                       "outputs), given (printed givens matched against the request).")
+                                       "outputs).")
+    not_counted_by: dict[str, int] = Field({}, description="Printed numbers matched but not counted: given (an input "
+                                           "matched against the request), echo (a check whose value is an input), "
+                                           "unchecked (an excused entry).")
+    not_counted: list[CoverageNotCounted] = Field([], description="Each of those, with the reason.")
+    checked_examples: int = Field(0, description="Bound examples with at least one counted check (or checked verdict).")
+    counting_rule: str = Field("", description="What counts as a checked number.")
     printed_words: int = Field(0, description="Printed verdicts and labels of the bound examples.")
     checked_words: int = Field(0, description="Of those, checked against a boolean or text output.")
     not_quantities: list[CoverageNotQuantity] = Field([], description="Printed texts that are no quantity, with the reason.")

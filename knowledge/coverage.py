@@ -2,14 +2,17 @@
 
 Per case and in total: worked examples stored and bound, the numbers the bound examples print and how many of
 them a passing, rule-conforming check reads (`knowledge.derivations.audit`), split by the kind of check (an output,
-a quantity derived from outputs, a printed given matched against the request), the printed verdicts and labels
-checked, the texts that are no quantity (each with its reason), and why each unbound example is unbound.
+or a quantity derived from outputs: only those count, `COUNTING_RULE`), the numbers matched but not counted (a printed
+given matched against the request, an echo check, an `unchecked` entry) each with its reason, the printed verdicts and
+labels checked, the texts that are no quantity (each with its reason), and why each unbound example is unbound.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
-from knowledge.derivations import NUMBER_KINDS, audit
+from knowledge.derivations import COUNTED_KINDS, COUNTING_RULE, audit
+
+NOT_COUNTED_KINDS = ("given", "echo", "unchecked")
 
 
 def _share(part: int, whole: int) -> float:
@@ -17,8 +20,17 @@ def _share(part: int, whole: int) -> float:
 
 
 def _kinds(audits: list) -> dict[str, int]:
-    """Checked numbers by the kind of check that reads them (output, derived, given)."""
-    return {k: sum(a.checked_by.get(k, 0) for a in audits) for k in NUMBER_KINDS}
+    """Checked numbers by the kind of check that reads them (output, derived)."""
+    return {k: sum(a.checked_by.get(k, 0) for a in audits) for k in COUNTED_KINDS}
+
+
+def _not_counted_kinds(audits: list) -> dict[str, int]:
+    """Printed numbers matched or excused but not counted: givens, echo checks, `unchecked` entries."""
+    return {k: sum(a.not_counted_by.get(k, 0) for a in audits) for k in NOT_COUNTED_KINDS}
+
+
+def _not_counted(ds: list[dict], audits: dict) -> list[dict]:
+    return [{"id": d.get("id") or f"{d['case']}/{d.get('name')}", **nc} for d in ds for nc in audits[id(d)].not_counted]
 
 
 def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, bool] | None = None) -> dict:
@@ -46,6 +58,9 @@ def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, b
                "excused_numbers": sum(audits[id(d)].excused_numbers for d in bound),
                "checked_fraction": _share(checked, printed),
                "checked_by": _kinds([audits[id(d)] for d in bound]),
+               "not_counted_by": _not_counted_kinds([audits[id(d)] for d in bound]),
+               "not_counted": _not_counted(bound, audits),
+               "checked_examples": sum(1 for d in bound if audits[id(d)].checked_numbers or audits[id(d)].checked_words),
                "printed_words": sum(audits[id(d)].printed_words for d in bound),
                "checked_words": sum(audits[id(d)].checked_words for d in bound),
                "not_quantities": [{"id": d.get("id") or f"{d['case']}/{d.get('name')}", "entry": k, "text": str(d["printed"][k]),
@@ -69,6 +84,10 @@ def coverage(cases: list[dict], derivations: list[dict], reproduced: dict[str, b
         "excused_numbers": sum(audits[id(d)].excused_numbers for d in bound_all),
         "checked_fraction": _share(checked_total, printed_total),
         "checked_by": _kinds([audits[id(d)] for d in bound_all]),
+        "not_counted_by": _not_counted_kinds([audits[id(d)] for d in bound_all]),
+        "not_counted": _not_counted(bound_all, audits),
+        "checked_examples": sum(1 for d in bound_all if audits[id(d)].checked_numbers or audits[id(d)].checked_words),
+        "counting_rule": COUNTING_RULE,
         "printed_words": sum(audits[id(d)].printed_words for d in bound_all),
         "checked_words": sum(audits[id(d)].checked_words for d in bound_all),
         "not_quantities": [nq for row in per_case for nq in row["not_quantities"]],

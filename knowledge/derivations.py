@@ -452,8 +452,19 @@ class Reading:
     conforms: bool
 
 
-#: how a printed number is counted when several checks read it (the strongest wins)
-NUMBER_KINDS = ("output", "derived", "given")
+#: how a printed number is read when several checks read it (the strongest wins): the first two are counted as
+#: checked (a computed output against the book's number); a given (the request value the book prints) and an echo (a
+#: check excused with `echo: <reason>`: its value is an input passed through) are matched but not counted
+NUMBER_KINDS = ("output", "derived", "given", "echo")
+COUNTED_KINDS = ("output", "derived")
+#: the rule coverage states with its counts
+COUNTING_RULE = ("A printed number counts as checked only when a passing check compares a computed calculator output "
+                 "(or a quantity derived from outputs) with it, the check names the printed entry it reads "
+                 "(printed_key), and its value is not one of the request's inputs (an echo); givens matched against the "
+                 "request, echo checks and excused entries are listed apart, each with its reason.")
+#: a record's own words that a value is not printed by the book (the old per_process_rate_limit_scope note said
+#: "Implied by ..."): a check reading such an entry is not a check against the book
+_NOT_PRINTED = re.compile(r"(?i)\bimplied\b|\bnot printed\b|\bunprinted\b|\bnever prints?\b")
 
 
 @dataclass
@@ -463,10 +474,14 @@ class Audit:
     id: str
     bound: bool
     printed_numbers: int
-    checked_numbers: int  # read by a passing, conforming check of any kind (output, derived or given)
+    checked_numbers: int  # read by a passing, conforming check of an output or a quantity derived from outputs
     excused_numbers: int  # numbers of entries listed in `unchecked`
     violations: list[tuple[str, str]]
-    checked_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(NUMBER_KINDS, 0))
+    checked_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTED_KINDS, 0))
+    #: printed numbers matched but not counted: by a given, by an echo check, or excused in `unchecked`
+    not_counted_by: dict[str, int] = field(default_factory=lambda: {"given": 0, "echo": 0, "unchecked": 0})
+    #: each of those with its reason: {entry, text, kind, reason}
+    not_counted: list[dict] = field(default_factory=list)
     printed_words: int = 0  # printed verdicts and labels: entries a verdict/label check reads or without a number
     checked_words: int = 0  # of those, read by a passing verdict or label check
     not_quantities: dict[str, str] = field(default_factory=dict)  # entries that are no quantity, with the reason
@@ -491,6 +506,77 @@ def _echo(derivation: dict, path: str, want: Any) -> bool:
     if isinstance(given, (int, float)) and isinstance(want, (int, float)):
         return _same(float(given), float(want))
     return given == want
+
+
+def request_inputs_flat(request: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """Every number of a request body with its dotted path (booleans are no numbers)."""
+    out: list[tuple[str, float]] = []
+    if isinstance(request, dict):
+        for k, v in request.items():
+            out += request_inputs_flat(v, f"{prefix}{k}.")
+    elif isinstance(request, (list, tuple)):
+        for i, v in enumerate(request):
+            out += request_inputs_flat(v, f"{prefix}{i}.")
+    elif isinstance(request, (int, float)) and not isinstance(request, bool):
+        out.append((prefix[:-1], float(request)))
+    return out
+
+
+def _equal_inputs(value: float, inputs: list[tuple[str, float]]) -> list[str]:
+    return [p for p, v in inputs if _same(v, value)]
+
+
+def _informative(derivation: dict, operand: Any, inputs: list[tuple[str, float]]) -> tuple[bool, list[str]]:
+    """Does an operand carry something the calculator computed? An output path whose value is one of the request's
+    inputs does not, nor a request field or a constant, nor an operation of such operands (or whose value is an
+    input). Returns (informative, the request paths it reduces to)."""
+    if isinstance(operand, dict) and len(operand) == 1 and next(iter(operand)) in DERIVED_OPS:
+        op, operands = next(iter(operand.items()))
+        value, _ = _combine(derivation, op, operands)
+        hits = _equal_inputs(value, inputs)
+        if hits:
+            return False, hits
+        parts = [_informative(derivation, o, inputs) for o in operands]
+        return any(i for i, _ in parts), [p for _, ps in parts for p in ps]
+    if isinstance(operand, str) and operand.startswith(REQUEST_PREFIX):
+        return False, [operand[len(REQUEST_PREFIX):]]
+    if isinstance(operand, str):
+        value, is_out = _operand(derivation, operand)
+        hits = _equal_inputs(value, inputs)
+        return (is_out and not hits), hits
+    return False, []  # a stated constant
+
+
+def input_echo(derivation: dict, chk: dict, value: Any = None) -> list[str]:
+    """The scan of issue 26: the request inputs a numeric check's quantity equals (numerically, in the request's own
+    SI units, which `expected` shares), or, for a derived check, the inputs it is formed from when none of its
+    operands carries a computed value (a ratio of two outputs that equals an input is that input). Empty when the
+    quantity is the calculator's own."""
+    kind = check_kind(chk)
+    if kind not in ("output", "derived"):
+        return []
+    inputs = request_inputs_flat(derivation.get("request") or {})
+    if value is None:
+        ev = evaluate(derivation, chk)
+        if ev.error:
+            return []
+        value = ev.value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return []
+    hits = _equal_inputs(float(value), inputs)
+    if hits or kind == "output":
+        return hits
+    op = next(op for op in DERIVED_OPS if chk.get(op) is not None)
+    try:
+        informative, paths = _informative(derivation, {op: chk[op]}, inputs)
+    except (KeyError, IndexError, ValueError, TypeError):
+        return []
+    return [] if informative else (paths or ["(constants only)"])
+
+
+def _reason(chk: dict, key: str) -> str | None:
+    why = chk.get(key)
+    return why.strip() if isinstance(why, str) and why.strip() else None
 
 
 def _not_quantities(derivation: dict, printed: dict, violations: list[tuple[str, str]]) -> dict[str, str]:
@@ -536,6 +622,7 @@ def audit(derivation: dict) -> Audit:
             violations.append(("R1", f"unchecked {k!r} has no reason"))
 
     read: dict[tuple[str, int], set[str]] = {}  # (entry, index) -> kinds of passing, conforming checks reading it
+    echo_reasons: dict[tuple[str, int], str] = {}
     read_entries: set[str] = set()
     words: dict[str, bool] = {}  # entry read by a verdict/label check -> passes
     for i, chk in enumerate(derivation.get("checks") or []):
@@ -653,29 +740,75 @@ def audit(derivation: dict) -> Audit:
                 violations.append(("R2", f"{label}: tolerance ±{tol:g} is {tol / abs(pval):.0%} of {pval:g}, "
                                          f"wider than {MAX_REL:.0%} (more decimals, or say why in `coarse`)"))
                 conforms = False
-        # R3: echo (an output check), or a derived check with no real output among its operands
-        if kind == "output" and _echo(derivation, chk.get("path"), want):
-            violations.append(("R3", f"{label}: output {chk.get('path')} is the request field passed through (an echo)"))
+        # R3: echo (an output check), or a derived check with no real output among its operands; and the scan of
+        # issue 26: a quantity equal to one of the request's inputs is an echo (`echo: <reason>`, not counted) or
+        # computed although it equals an input (`equals_input: <why>`, counted)
+        echo_why, same_why = _reason(chk, "echo"), _reason(chk, "equals_input")
+        counted_as = kind
+        if echo_why and same_why:
+            violations.append(("R3", f"{label}: a check is either an echo or computed (`echo` or `equals_input`), not both"))
             conforms = False
-        if kind == "derived" and not ev.operands_from_outputs:
-            violations.append(("R3", f"{label}: no operand is a calculator output (only request fields or echoes); "
-                                     f"a number formed from the givens alone is a `given`, or needs an output"))
+        if kind == "given" and (echo_why or same_why):
+            violations.append(("R3", f"{label}: a given is an input by definition; `echo`/`equals_input` is for outputs"))
             conforms = False
+        if kind in ("output", "derived"):
+            equal = input_echo(derivation, chk, want)
+            if echo_why:
+                counted_as = "echo"
+            elif kind == "output" and _echo(derivation, chk.get("path"), want):
+                violations.append(("R3", f"{label}: output {chk.get('path')} is the request field passed through (an echo)"))
+                conforms = False
+            elif kind == "derived" and not ev.operands_from_outputs:
+                violations.append(("R3", f"{label}: no operand is a calculator output (only request fields or echoes); "
+                                         f"a number formed from the givens alone is a `given`, or needs an output"))
+                conforms = False
+            elif equal and not same_why:
+                direct = _equal_inputs(float(want), request_inputs_flat(derivation.get("request") or {}))
+                what = (f"the value {want!r} equals the request input" if direct else
+                        f"the value {want!r} is formed from request inputs only (operands equal to")
+                violations.append(("R3", f"{label}: {what} {', '.join(equal[:3])}{'' if direct else ')'}: mark the check "
+                                         f"`echo: <reason>` (not counted) or, when the calculator computes it all the "
+                                         f"same, `equals_input: <why>`"))
+                conforms = False
+            if same_why and not equal:
+                violations.append(("R3", f"{label}: `equals_input` on a check whose value equals no request input"))
+                conforms = False
+            # the locator: a counted check reads a printed entry (printed_key, or the one entry holding its number:
+            # R1 above), and the record does not call that entry implied or not printed by the book
+            if counted_as != "echo":
+                if key is not None and (_NOT_PRINTED.search(str(key)) or _NOT_PRINTED.search(str(printed.get(key)))
+                                        or _NOT_PRINTED.match(str(derivation.get("note") or "").strip())):
+                    violations.append(("R1", f"{label}: the record says printed[{key!r}] is implied, not printed by "
+                                             f"the book: check what the case prints, or excuse the check (`echo`)"))
+                    conforms = False
         for h in hits:
             if passes and conforms:
-                read[h].add(kind)
+                read[h].add(counted_as)
+                if counted_as == "echo":
+                    echo_reasons[h] = echo_why
 
     # R1: every number of every entry not excused is read; entries without numbers are read or excused
-    checked_by = dict.fromkeys(NUMBER_KINDS, 0)
-    for kinds in read.values():
-        best = next((k for k in NUMBER_KINDS if k in kinds), None)
-        if best:
+    checked_by = dict.fromkeys(COUNTED_KINDS, 0)
+    not_counted_by = {"given": 0, "echo": 0, "unchecked": 0}
+    not_counted: list[dict] = []
+    for (k, j), kinds in sorted(read.items()):
+        best = next((kd for kd in NUMBER_KINDS if kd in kinds), None)
+        if best in checked_by:
             checked_by[best] += 1
+        elif best:
+            not_counted_by[best] += 1
+            not_counted.append({"entry": k, "text": str(printed[k]), "number": numbers[k][j].text.strip(), "kind": best,
+                                "reason": echo_reasons.get((k, j)) if best == "echo" else
+                                "a printed given matched against the request: an input, not a computed output"})
     checked = sum(checked_by.values())
     excused = 0
     for k, ns in numbers.items():
         if k in unchecked:
-            excused += sum(1 for j in range(len(ns)) if not read.get((k, j)))
+            left = [j for j in range(len(ns)) if not read.get((k, j))]
+            excused += len(left)
+            not_counted_by["unchecked"] += len(left)
+            not_counted += [{"entry": k, "text": str(printed[k]), "number": ns[j].text.strip(), "kind": "unchecked",
+                             "reason": unchecked[k]} for j in left]
             continue
         if k in not_q:
             continue
@@ -691,6 +824,7 @@ def audit(derivation: dict) -> Audit:
                                          f"{k!r} in `unchecked` with the reason)"))
     word_entries = {k for k, ns in numbers.items() if not ns and k not in not_q} | set(words)
     return Audit(did, True, total, checked, excused, violations, checked_by=checked_by,
+                 not_counted_by=not_counted_by, not_counted=not_counted,
                  printed_words=len(word_entries), checked_words=sum(1 for k in word_entries if words.get(k)),
                  not_quantities=not_q)
 
