@@ -140,6 +140,9 @@ def _argv(framework: str, model_repo: str, tp: int, pp: int, ep: int, dp_attenti
         if dp_attention:
             a += ["--ep_size", str(tp)]
             extra["enable_attention_dp"] = True
+            notes.append("DP attention: enable_attention_dp in the extra options file, experts over all tp ranks (--ep_size "
+                         f"{tp}); whether --max_batch_size then counts per rank or per server is not settled by the sources "
+                         "read (it is set to the replica's total).")
         elif ep > 1:
             a += ["--ep_size", str(ep)]
         if max_num_seqs:
@@ -213,7 +216,7 @@ def _manifest(framework: str, model_repo: str, argv: list[str], image: str, repl
     docs.append({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "labels": {"app": name}},
                  "spec": {"selector": {"app": name}, "type": "ClusterIP",
                           "ports": [{"name": "http", "port": port, "targetPort": port, "protocol": "TCP"}]}})
-    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
+    return yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False, width=4096)
 
 
 def launch_config(framework: str, model_repo: str, tp: int, pp: int = 1, ep: int = 1, dp_attention: bool = False,
