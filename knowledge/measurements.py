@@ -127,7 +127,13 @@ VERSION_RULE = ("Per system, one version of each serving framework: the newest h
                 "else from the newest version of the same framework that has it (e.g. SGLang's DeepEP all-to-all, "
                 "collected in 0.5.12; vLLM's KDA, collected in a 0.1.dev build); NCCL from its newest version. Newer "
                 "directories holding only a few re-collected shapes (TensorRT-LLM 1.3.0rc23 MoE: the DeepSeek-V4 and "
-                "Nemotron-3 shapes, the rest declared reused from 1.3.0rc20) are not the framework's version.")
+                "Nemotron-3 shapes, the rest declared reused from 1.3.0rc20) are not the framework's version. A file's "
+                "`version` (= `directory_version`) is the wheel's directory name, and its collection_meta.yaml "
+                "(`runtime_version`) repeats it; `collected_with` is the version the rows themselves name in their "
+                "`version` column (`collected_with_rows`: each version with its rows in the copy here), which can differ: L40S's "
+                "custom all-reduce in the vLLM 0.22.0 directory was collected with 0.14.0, and 972 of the 67,803 rows of "
+                "B200's vLLM 0.24.0 MoE table in the wheel (324 of the subset kept here) with a 0.1.dev build. Answers "
+                "cite `collected_with`.")
 
 
 def latency_s_per_unit(table: str) -> float:
@@ -217,6 +223,29 @@ def _facts(path: Path) -> tuple[str, int, list[str]]:
     finally:
         con.close()
     return "; ".join(str(d) for d in devices), int(rows), cols
+
+
+def collected_with(path: Path, columns: list[str]) -> list[dict[str, Any]]:
+    """The framework versions the rows of one Parquet file name in their `version` column, as published:
+    [{version, rows}], most rows first ([] when the table has no such column)."""
+    if "version" not in columns:
+        return []
+    con = duckdb.connect()
+    try:
+        found = con.execute("SELECT CAST(version AS VARCHAR), count(*) FROM read_parquet(?) GROUP BY 1 ORDER BY 2 DESC, 1",
+                            [str(path)]).fetchall()
+    finally:
+        con.close()
+    return [{"version": v, "rows": int(n)} for v, n in found]
+
+
+def collected_label(versions: list[dict[str, Any]], directory_version: str) -> str:
+    """The version a table was collected with, for citing: the rows' version (the one most rows name, then
+    `+ N rows: <other>` for each other), else the directory's when the rows name none."""
+    if not versions:
+        return directory_version
+    head, *rest = versions
+    return head["version"] + "".join(f" (+ {r['rows']} rows: {r['version']})" for r in rest)
 
 
 def _rows(blob: bytes, rows_where: str = "true") -> int:
@@ -323,7 +352,11 @@ def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
                 target.write_bytes(blob)
             keep.add(target)
             gpu, rows, columns = _facts(target)
-            entry: dict[str, Any] = {"path": str(rel), **item, "sha256": sha256(blob), "bytes": len(blob), "gpu": gpu,
+            named = collected_with(target, columns)
+            entry: dict[str, Any] = {"path": str(rel), **item, "directory_version": item["version"],
+                                     "collected_with": collected_label(named, item["version"]),
+                                     "collected_with_rows": named,
+                                     "sha256": sha256(blob), "bytes": len(blob), "gpu": gpu,
                                      "rows": rows, "columns": columns, "license": LICENSE, "package": PACKAGE,
                                      "package_version": PACKAGE_VERSION}
             if rows_where is not None:
@@ -339,7 +372,9 @@ def import_wheel(wheel: Path, out: Path = MEASURED_DIR) -> dict[str, Any]:
                 meta_target.write_bytes(meta)
                 keep.add(meta_target)
                 entry["collection_meta"] = {"path": str(rel.parent / "collection_meta.yaml"), "path_in_wheel": meta_name,
-                                            "sha256": sha256(meta), "bytes": len(meta)}
+                                            "sha256": sha256(meta), "bytes": len(meta),
+                                            "runtime_version": ((yaml.load(meta, Loader=yaml.BaseLoader) or {}).get("runtime")
+                                                                or {}).get("version")}
             files.append(entry)
     total = sum(p.stat().st_size for p in keep)
     if total > MAX_BYTES:
@@ -407,7 +442,7 @@ def read_parquet_coded(path: Path) -> Columns:
 
 def index_entry(f: dict[str, Any]) -> dict[str, Any]:
     """The short description of one table that `lookup("measurement", "index")` lists."""
-    return {k: f[k] for k in ("system", "table", "framework", "version", "gpu", "rows")}
+    return {k: f.get(k) for k in ("system", "table", "framework", "version", "collected_with", "gpu", "rows")}
 
 
 def table_keys(f: dict[str, Any]) -> list[str]:
@@ -453,7 +488,8 @@ class Measurements:
                     if arr.flags.writeable:
                         arr.flags.writeable = False
                 self._cache[key] = {"system": f["system"], "table": f["table"], "framework": f["framework"],
-                                    "version": f["version"], "gpu": f["gpu"], "file": f["path"], "sha256": f["sha256"],
+                                    "version": f["version"], "collected_with": f.get("collected_with") or f["version"],
+                                    "gpu": f["gpu"], "file": f["path"], "sha256": f["sha256"],
                                     "latency_s_per_unit": latency_s_per_unit(f["table"]), "columns": columns}
             return self._cache[key]
 

@@ -243,6 +243,8 @@ class MeasurementFile(SQLModel, table=True):
     table_name: str
     framework: str
     version: str
+    directory_version: Optional[str] = None
+    collected_with: Optional[str] = None
     path_in_wheel: str
     sha256: str
     bytes: int

@@ -156,7 +156,10 @@ class MeasurementFile(BaseModel):
     op: str
     table: str
     framework: str
-    version: str
+    version: str = Field(description="The wheel directory's version (= directory_version).")
+    directory_version: Optional[str] = Field(None, description="The version in the wheel's directory name.")
+    collected_with: Optional[str] = Field(None, description="The version the rows name in their `version` column "
+                                          "(the one to cite; can differ from the directory's).")
     path_in_wheel: str
     sha256: str = Field(description="SHA-256 of the file: the same bytes as in the wheel.")
     bytes: int

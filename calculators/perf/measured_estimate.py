@@ -65,7 +65,7 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
     """Outputs of the measured estimate of a decode or prefill step (empty when not asked for or not possible), on
     `framework`'s kernels (default: the request's `framework`, else vllm)."""
     from calculators.perf.measured_step import decode_step, prefill_step
-    from calculators.perf.measured_tables import load_system
+    from calculators.perf.measured_tables import collected, directory_note, load_system
 
     mode = getattr(req, "estimate", None)
     if mode == "bound":
@@ -103,7 +103,7 @@ def step_estimate(req, lookup: Lookup, res: Result, *, arch, hardware_id: str | 
         return {}
     for table in est.tables:          # the tables the estimate read, each with its framework, version and file
         rec = system.tables[table]
-        res.cite({"record": system_name, "field": f"measured {table} ({rec.get('framework')} {rec.get('version')})",
+        res.cite({"record": system_name, "field": f"measured {table} ({rec.get('framework')} {collected(rec)}{directory_note(rec)})",
                   "value": None, "source": "aiconfigurator-core-0.12.0",
                   "locator": f"{rec.get('file')} (sha256 {str(rec.get('sha256'))[:12]}…)"})
     total = np.asarray(est.total_s, dtype=float)

@@ -74,6 +74,17 @@ def activation_bytes(table_name: str) -> float:
 
 # --------------------------------------------------------------------------- device rates
 
+
+def collected(rec: dict) -> str:
+    """The framework version a measured table was collected with (its rows' `version` column), else its directory's."""
+    return str(rec.get("collected_with") or rec.get("version"))
+
+
+def directory_note(rec: dict) -> str:
+    """`, wheel directory <v>` when a table's rows name another version than the directory holding them, else ""."""
+    return "" if collected(rec) == str(rec.get("version")) else f", wheel directory {rec.get('version')}"
+
+
 @dataclass(frozen=True)
 class Rates:
     """Peak dense FLOP/s per input precision and memory bandwidth of one device (for the bound)."""
@@ -123,8 +134,9 @@ class MeasuredSystem:
 
     @property
     def provenance(self) -> dict[str, str]:
-        """{table: "framework version"} of the kernels that were measured."""
-        return {t: f"{r.get('framework')} {r.get('version')}" for t, r in self.tables.items()}
+        """{table: "framework version"} of the kernels that were measured: the version the rows were collected with
+        (their `version` column, `collected_with`), which is not always the wheel directory's."""
+        return {t: f"{r.get('framework')} {collected(r)}" for t, r in self.tables.items()}
 
     @property
     def version(self) -> str:

@@ -178,7 +178,7 @@ def test_lookup_returns_arrays_the_same_from_store_and_files(store):
 def test_lookup_index_and_systems(store, catalog):
     index = store.lookup("measurement", "index")
     assert len(index) == len(M.load_manifest()["files"])
-    assert set(index[0]) == {"system", "table", "framework", "version", "gpu", "rows"}
+    assert set(index[0]) == {"system", "table", "framework", "version", "collected_with", "gpu", "rows"}
     assert index == catalog_lookup(catalog)("measurement", "index")
     systems = store.lookup("measurement", "systems")
     hardware, links = catalog.by_id("hardware"), catalog.by_id("link")
