@@ -53,14 +53,15 @@ def _image(framework: str, version: str | None, vendor: str | None, notes: list[
                      f"vLLM 0.6.4, older than the engine arguments used here (pick a current rocm/vllm tag).")
         return VLLM_ROCM_IMAGE
     if framework == "sglang" and amd:
-        notes.append("AMD GPU: lmsysorg/sglang publishes ROCm builds under their own tags; the tag below is the CUDA "
-                     "naming and was not checked for ROCm.")
+        notes.append("AMD GPU: lmsysorg/sglang publishes ROCm builds under their own tags (e.g. v0.5.11-rocm700-mi35x); "
+                     "the tag here is the CUDA build's: replace it with the ROCm build of the same release.")
     if framework == "trtllm" and amd:
         notes.append("TensorRT-LLM runs on NVIDIA GPUs only: this launch cannot run on AMD hardware; choose vllm or sglang.")
     tag = v if framework == "trtllm" else f"v{v}"
     if framework != "trtllm":
-        notes.append(f"Image tag {tag}: the release tag naming (v-prefixed) of Docker Hub's {IMAGE[framework]} is assumed, "
-                     f"not read from the framework's documentation.")
+        notes.append(f"Image tag {tag}: {IMAGE[framework]}'s v-prefixed release tags, as public manifests pin them (e.g. "
+                     f"{IMAGE[framework]}:{'v0.11.0' if framework == 'vllm' else 'v0.5.12'}); the framework's own "
+                     "documentation read here shows only :latest. Check that the tag exists before deploying.")
     return f"{IMAGE[framework]}:{tag}"
 
 
