@@ -75,6 +75,8 @@ NOT_RUN = {
         "installs the benchmark extras from PyPI (network), then a benchmark",
     ".venv/bin/python benchmarks/bench_limits.py": "a benchmark: the cost-model calibration, minutes",
     ".venv/bin/python benchmarks/bench_memory.py": "a benchmark: 10,000 requests to measure memory",
+    ".venv/bin/python benchmarks/aiconfigurator_validation.py":
+        "a comparison: installs aiconfigurator 0.12.0 into its own venv and estimates ~40 points (minutes)",
     ".venv/bin/python -m tests.site.screenshots":
         "writes screenshots with Chromium; tests/site/test_browser.py takes them in the suite",
 }
