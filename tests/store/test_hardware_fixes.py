@@ -189,3 +189,20 @@ def test_nvlink_c2c_is_450_gb_s_one_way_from_nvidias_900_gb_s_total(lookup):
     assert fact["value"] == 450e9 and fact["source"] == "nvidia-grace-hopper-in-depth"
     assert "900 GB/s total" in fact["as_published"] and "half" in rec["direction_convention"]
     assert link_spec(lookup, "nvlink-c2c").one_way_bytes_per_s == 450e9
+
+
+@pytest.mark.parametrize("hw_id, field, value, source", [
+    ("mi325x", "memory_bandwidth_bytes_per_s", 6e12, "tensorwave-mi325x-vs-mi300x-2025-05"),
+    ("mi355x", "memory_bandwidth_bytes_per_s", 8e12, "theregister-amd-mi355x-2025-06-12"),
+    ("mi355x", "power_w", 1400, "theregister-amd-mi355x-2025-06-12"),
+])
+def test_amd_figures_from_secondary_sources_say_so(lookup, hw_id, field, value, source):
+    """MI325X/MI355X bandwidth and power: AMD's figures as a provider or the press reports them (AMD's own pages are
+    not among the stored copies); the fact names its source and says it is secondary, and the record no longer lists
+    the figure as unknown."""
+    rec = lookup("hardware", hw_id)
+    fact = rec[field]
+    assert fact["value"] == value and fact["source"] == source
+    assert "SECONDARY SOURCE" in fact["note"]
+    assert field not in (rec.get("unknown") or {})
+    assert lookup("source", source)["url"].startswith("https://")
