@@ -4,6 +4,7 @@
         --sha256 <hex> --source qwen3-0.6b-config [--family qwen --organisation "Alibaba Qwen"] [--write]
     python -m knowledge.model_import --manifest knowledge/data/model-configs/manifest.yaml --write
     python -m knowledge.model_import --wheel aiconfigurator_core-0.12.0-*.whl [--write]   (= casebook import-models)
+    python -m knowledge.model_import --params-extras   (rewrite every record's parameter conventions, see below)
 
 `--wheel` imports every config the wheel bundles (aiconfigurator_core/model_configs/) that the store lacks: the bytes
 are copied into knowledge/data/model-configs/, a manifest entry is appended (id, family, organisation and size label
@@ -14,7 +15,10 @@ model-configs/skipped.yaml.
 Every fact gets `source` (a source whose url is the repository's config.json) and the config-key locator;
 the record carries `config_provenance` {repository, revision or file_sha256, path, via, file}. Parameter counts
 are a published figure when one is given (e.g. the size label in the repository name), else computed with the
-weight-memory ledger and marked "computed from config, not published", else left out.
+weight-memory ledger and marked "computed from config, not published", else left out. Beside them (`params_extras`):
+`params_convention` says what those counts include (embeddings, DSA indexer, MTP modules, vision tower), and where
+the ledger covers the layout `params_total_without_embeddings` / `params_active_without_embeddings` give the counts
+without the input embeddings and output head; DSA models get `params_indexer` (the indexer's weights).
 """
 from __future__ import annotations
 
@@ -98,6 +102,121 @@ def ledger_params(rec: dict) -> tuple[int, int, str] | None:
     return int(led["total"]), int(led["active_total"]), remark
 
 
+#: what a stored parameter count may count besides the decoder's own matrices (`params_convention`)
+CONVENTION_KEYS = ("embeddings", "indexer", "mtp", "vision")
+#: published counts whose convention the publisher states (record id -> convention keys; every other published
+#: figure, a size label or a rounded card number, leaves what it counts unstated)
+PUBLISHED_CONVENTION = {
+    "deepseek-v3": {"embeddings": "included", "mtp": "excluded",
+                    "note": "671B as the report counts it: main model with embeddings, without the 14B MTP module"},
+    "gemma-3-27b": {"vision": "included", "note": "size label of the whole checkpoint, vision encoder included"},
+    "kimi-k3": {"note": "the report's total; which modules it counts is not stated"},
+    **{mid: {"embeddings": "included", "note": "the model card's Number of Parameters; it also prints a "
+                                               "Non-Embedding count, so the total includes embeddings"}
+       for mid in ("qwen3-1.7b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b")},
+}
+#: computed counts set beside a published figure on another convention (record id -> note)
+_MINIMAX = ("MiniMax publishes about 10B activated parameters (the model card was not found through our search; "
+            "secondary pages quote 10B, and 9.8B from the MiniMax-M2 series paper): that is "
+            "params_active_without_embeddings (9.80B), so the published figure leaves out the input embeddings and "
+            "the output head, which params_active (11.03B) counts.")
+COMPUTED_NOTES = {mid: _MINIMAX for mid in ("minimax-m2.5", "minimax-m2.7", "minimax-m2.5-nvfp4", "minimax-m2.7-nvfp4")}
+COMPUTED_LOCATOR = "computed from config (weight-memory ledger)"
+
+
+def _value(rec: dict, *path: str) -> int:
+    node: object = rec
+    for p in path:
+        node = (node or {}).get(p) if isinstance(node, dict) else None
+    node = node.get("value") if isinstance(node, dict) else node
+    return int(node or 0)
+
+
+def indexer_params(rec: dict) -> int | None:
+    """Weights of the DeepSeek Sparse Attention lightning indexer, all layers (None when the record has none).
+
+    Per layer (DeepSeek-V3.2's indexer, which GLM-5 reuses): a query projection from the query latent
+    (q_lora_rank × index_n_heads·index_head_dim), a key projection from the hidden state (hidden_size ×
+    index_head_dim), a LayerNorm on the key (weight and bias, 2 × index_head_dim) and the per-head weight
+    projection (hidden_size × index_n_heads)."""
+    if rec.get("attention") != "mla-dsa" or not rec.get("index_n_heads"):
+        return None
+    d, heads, hd = _value(rec, "hidden_size"), _value(rec, "index_n_heads"), _value(rec, "index_head_dim")
+    q_lora = _value(rec, "mla", "q_lora_rank") or d
+    return _value(rec, "layers") * (q_lora * heads * hd + d * hd + 2 * hd + d * heads)
+
+
+def _has_vision(rec: dict, config_dir: Path, config: dict | None = None) -> bool:
+    """Whether the checkpoint has a vision tower: its config.json describes one (`vision_config`), or wraps the
+    language model in `text_config` (the multimodal layout; some copies keep only the text part)."""
+    if config is None:
+        file = (rec.get("config_provenance") or {}).get("file")
+        try:
+            config = json.loads((config_dir / file).read_bytes()) if file and (config_dir / file).is_file() else None
+        except ValueError:
+            config = None
+    if config is not None:
+        return "vision_config" in config or "text_config" in config
+    return rec.get("id") == "gemma-3-27b" or "-vl-" in str(rec.get("id"))
+
+
+def params_convention(rec: dict, config_dir: Path = CONFIG_DIR, config: dict | None = None) -> dict | None:
+    """What the record's params_total / params_active count (None when it has neither): `basis` (computed by the
+    ledger or published), and per module — embeddings (input table and output head), the DSA indexer, the MTP
+    modules, the vision tower — included, excluded, none (the model has no such module) or unstated."""
+    total = rec.get("params_total")
+    if not isinstance(total, dict):
+        return None
+    computed = str(total.get("locator", "")).startswith("computed from config")
+    has = {"embeddings": True, "indexer": rec.get("attention") == "mla-dsa",
+           "mtp": bool(_value(rec, "num_nextn_predict_layers")), "vision": _has_vision(rec, config_dir, config)}
+    ledger_counts = {"embeddings": "included", "indexer": "excluded", "mtp": "excluded", "vision": "excluded"}
+    out: dict = {"basis": "computed" if computed else "published"}
+    stated = {} if computed else PUBLISHED_CONVENTION.get(rec["id"], {})
+    for k in CONVENTION_KEYS:
+        out[k] = "none" if not has[k] else (ledger_counts[k] if computed else stated.get(k, "unstated"))
+    note = stated.get("note") or (COMPUTED_NOTES.get(rec["id"]) if computed else None)
+    if note:
+        out["note"] = note
+    return out
+
+
+def params_extras(rec: dict, config_dir: Path = CONFIG_DIR, config: dict | None = None) -> dict:
+    """The parameter facts beside params_total / params_active: `params_convention`, the counts without embeddings
+    (`params_total_without_embeddings`, `params_active_without_embeddings`: the ledger's total and per-token counts
+    less the input embedding table and the untied output head) where the ledger covers the layout, and
+    `params_indexer` (the DSA indexer's weights) where the model has one."""
+    out: dict = {}
+    conv = params_convention(rec, config_dir, config)
+    if conv is None:
+        return out
+    prov = rec["params_total"]
+    source = prov.get("source") or next((f.get("source") for f in (rec.get("layers"), rec.get("hidden_size"))
+                                         if isinstance(f, dict)), None)
+    probe = copy.deepcopy(rec)
+    computed = ledger_params(probe)
+    if computed is not None:
+        probe["attention"] = LEDGER_KIND[rec["attention"]]
+        led = ledger(arch_from_record(probe, None))
+        emb, head = int(led["components"]["embeddings"]), int(led["components"]["lm_head"])
+        what = (f"less the input embeddings (vocab_size × hidden_size = {emb:,})"
+                + (f" and the output head ({head:,})" if head else "; the output head is tied to them"))
+        basis = "" if conv["basis"] == "computed" else "; the stored params_total is a published figure on its own basis"
+        out["params_total_without_embeddings"] = _fact(int(led["total"]) - emb - head, source, COMPUTED_LOCATOR,
+                                                       note=f"the ledger's total {what}{basis}")
+        out["params_active_without_embeddings"] = _fact(int(led["active_total"]) - emb - head, source, COMPUTED_LOCATOR,
+                                                        note=f"the ledger's per-token count {what}")
+    idx = indexer_params(rec)
+    if idx is not None:
+        out["params_indexer"] = _fact(idx, source, "computed from config (index_n_heads, index_head_dim, q_lora_rank, "
+                                      "hidden_size, num_hidden_layers)",
+                                      note="DSA lightning indexer, all layers: q_lora_rank × index_n_heads·index_head_dim "
+                                           "+ hidden_size × index_head_dim + 2 × index_head_dim (key LayerNorm) + "
+                                           "hidden_size × index_n_heads, per layer; not in params_total")
+    out["params_convention"] = conv
+    return out
+
+
 def build_record(config: dict, *, id: str, name: str, repository: str, source: str, family: str, organisation: str,
                  revision: str | None = None, sha256: str | None = None, path: str = "config.json",
                  via: str | None = None, file: str | None = None, params: dict | None = None,
@@ -136,6 +255,7 @@ def build_record(config: dict, *, id: str, name: str, repository: str, source: s
                                     note=f"computed from config, not published: {remark}")
         rec["params_active"] = _fact(active, source, "computed from config (weight-memory ledger)",
                                      note="computed from config, not published: routed experts_per_token + shared + dense parts")
+    rec.update(params_extras(rec, config=config))
     prov = {"repository": repository}
     if revision:
         prov["revision"] = revision
@@ -212,6 +332,55 @@ def upsert(path: Path, recs: list[dict], replace_if=lambda block: True, flow: bo
             index[rec["id"]] = len(blocks) - 1
             changed.append(rec["id"])
     path.write_text((head + "".join(b for _, b in blocks)).rstrip("\n") + "\n", encoding="utf-8")
+    return changed
+
+
+PARAMS_EXTRA_KEYS = ("params_total_without_embeddings", "params_active_without_embeddings", "params_indexer",
+                     "params_convention")
+
+
+def _without_keys(block: str, keys: tuple[str, ...]) -> str:
+    """A record block without the top-level entries `keys` (each with its continuation lines)."""
+    out, skipping = [], False
+    for line in block.splitlines(keepends=True):
+        if line.startswith("  ") and not line.startswith("   "):
+            skipping = line[2:].split(":", 1)[0] in keys
+        elif not line.startswith("   "):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def with_params_extras(block: str, config_dir: Path = CONFIG_DIR) -> str:
+    """A models.yaml record block with its `params_extras` written after params_active (or params_total), in the
+    file's flow style; a block without parameter counts is returned unchanged."""
+    block = _without_keys(block, PARAMS_EXTRA_KEYS)
+    rec = yaml.safe_load(block)[0]
+    extras = params_extras(rec, config_dir)
+    if not extras:
+        return block
+    text = yaml.safe_dump(extras, sort_keys=False, default_flow_style=None, width=150, allow_unicode=True)
+    text = "".join("  " + line for line in text.splitlines(keepends=True))
+    lines = block.splitlines(keepends=True)
+    anchor = "params_active" if rec.get("params_active") else "params_total"
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"  {anchor}:"))
+    end = at + 1
+    while end < len(lines) and lines[end].startswith("   "):
+        end += 1
+    return "".join(lines[:end]) + text + "".join(lines[end:])
+
+
+def write_params_extras(models_path: Path = MODELS, config_dir: Path = CONFIG_DIR) -> list[str]:
+    """Rewrite every record's parameter extras in models.yaml (`with_params_extras`); returns the ids changed."""
+    head, blocks = _blocks(models_path.read_text(encoding="utf-8"))
+    changed, out = [], []
+    for mid, block in blocks:
+        new = with_params_extras(block, config_dir)
+        if new != block:
+            changed.append(mid)
+        out.append(new)
+    models_path.write_text(head + "".join(out), encoding="utf-8")
     return changed
 
 
@@ -434,7 +603,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--via")
     p.add_argument("--wheel", help="import every config bundled in this aiconfigurator-core wheel that the store lacks")
     p.add_argument("--write", action="store_true", help="upsert into models.yaml / sources-models.yaml (imported records only)")
+    p.add_argument("--params-extras", action="store_true",
+                   help="rewrite every record's params_convention, counts without embeddings and DSA indexer weights")
     a = p.parse_args(argv)
+    if a.params_extras:
+        changed = write_params_extras()
+        print(f"models.yaml: parameter extras of {len(changed)} record(s) rewritten")
+        return 0
     if a.wheel:
         report = import_wheel(Path(a.wheel), write=a.write)
         print_report(report)

@@ -23,7 +23,8 @@ POSITIVE_SUFFIXES = ("_bytes", "_bytes_per_s", "_bits_per_s", "_flop_per_s", "_w
 #: dimensionless counts and ratios that are facts without a unit suffix
 COUNT_FIELDS = {"layers", "hidden_size", "heads", "kv_heads", "head_dim", "ffn_size", "vocab_size",
                 "experts", "experts_per_token", "shared_experts", "expert_ffn_size", "dense_layers",
-                "params_total", "params_active", "context_length", "kv_lora_rank", "q_lora_rank",
+                "params_total", "params_active", "params_total_without_embeddings",
+                "params_active_without_embeddings", "params_indexer", "context_length", "kv_lora_rank", "q_lora_rank",
                 "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim", "sliding_window", "devices",
                 "lanes", "links", "index_head_dim", "index_n_heads", "index_topk", "compress_ratio",
                 "window", "moe_layer_freq", "num_nextn_predict_layers", "routed_scaling_factor",

@@ -238,6 +238,23 @@ class MLA(FactGroup):
     v_head_dim: Optional[CountFact] = None
 
 
+Inclusion = Literal["included", "excluded", "none", "unstated"]
+
+
+class ParamsConvention(BaseModel):
+    """What a model's params_total / params_active count, module by module: included, excluded, none (the model
+    has no such module) or unstated (a published figure that does not say)."""
+
+    model_config = ConfigDict(extra="forbid")
+    basis: Literal["computed", "published"] = Field(
+        description="computed: the weight-memory ledger over the config's shapes; published: a figure as printed.")
+    embeddings: Inclusion = Field(description="The input embedding table and the output head (LM head).")
+    indexer: Inclusion = Field(description="The DeepSeek Sparse Attention lightning indexer (params_indexer).")
+    mtp: Inclusion = Field(description="The multi-token-prediction modules (num_nextn_predict_layers).")
+    vision: Inclusion = Field(description="A vision tower (encoder and projector).")
+    note: Optional[str] = None
+
+
 class Model(Record, FactGroup):
     """A model architecture: shape counts, attention layout, MoE/MLA blocks, each number sourced."""
 
@@ -259,6 +276,13 @@ class Model(Record, FactGroup):
     tie_word_embeddings: Optional[bool] = None
     params_total: Optional[Fact] = None
     params_active: Optional[Fact] = None
+    params_total_without_embeddings: Optional[Fact] = Field(
+        None, description="params_total less the input embeddings and the output head (weight-memory ledger).")
+    params_active_without_embeddings: Optional[Fact] = Field(
+        None, description="params_active less the input embeddings and the output head (weight-memory ledger).")
+    params_indexer: Optional[Fact] = Field(None, description="Weights of the DSA lightning indexer, all layers.")
+    params_convention: Optional[ParamsConvention] = Field(
+        None, description="What params_total and params_active include (embeddings, indexer, MTP, vision).")
     context_length: Optional[CountFact] = None
     sliding_window: Optional[CountFact] = None
     linear_attention_heads: Optional[CountFact] = None
