@@ -319,6 +319,9 @@ class Model(Record, FactGroup):
 
 Pricing = Literal["on-demand", "reserved", "spot", "committed"]
 PRICINGS: tuple[str, ...] = get_args(Pricing)
+#: the numbers of a price record: one of them makes it a price that needs its region and date
+PRICE_FACTS = ("input_usd_per_mtok", "cache_read_usd_per_mtok", "cache_write_usd_per_mtok", "output_usd_per_mtok",
+               "cost_usd_per_mtok", "device_usd_per_hour", "instance_usd_per_hour")
 #: relative slack between device price x devices and the published instance price (sources round to cents)
 INSTANCE_PRICE_SLACK = 0.005
 
@@ -362,13 +365,14 @@ class Price(Record, FactGroup):
         problems: Problems = []
         d, inst = self.device_usd_per_hour, self.instance_usd_per_hour
         gpu_fields = ("hardware", "pricing", "commitment", "instance", "devices_per_instance")
-        if not self.region:
+        priced = any(getattr(self, f) is not None for f in PRICE_FACTS)   # a record with no number yet is partial
+        if priced and not self.region:
             problems.append(("region", "every price needs the region the source gives (write 'not stated by the "
                                        "source' when it gives none)"))
-        if not self.date:
+        if priced and not self.date:
             problems.append(("date", "every price needs its date (the day it was read, or the source's own date), "
                                      "ISO: YYYY-MM-DD, or YYYY-MM / YYYY when the source gives no day"))
-        elif price_date(self.date) is None:   # the price rule reads a month or a year as its first day
+        elif self.date and price_date(self.date) is None:   # the price rule reads a month or a year as its first day
             problems.append(("date", f"{self.date!r} is not an ISO date (YYYY-MM-DD, or YYYY-MM / YYYY when the source "
                                      "gives no day)"))
         if d is None:
