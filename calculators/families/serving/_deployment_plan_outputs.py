@@ -91,6 +91,27 @@ class ReEstimateOut(Outputs):
     skipped: str | None = Field(description="Why no candidate was re-estimated, or null.")
 
 
+class LaunchOut(Outputs):
+    """How to start the best plan: the framework's command line and a Kubernetes manifest (issue #25 item 6)."""
+
+    framework: Literal["vllm", "sglang", "trtllm"]
+    argv: list[str] = Field(description="The command as an argument vector (the frameworks' own argument names, each "
+                            "cited in knowledge/data/launch-args.yaml).")
+    command: str = Field(description="The same command, shell-quoted (shlex.split(command) == argv).")
+    env: dict[str, str] = Field(description="Environment variables the command needs.")
+    extra_config_yaml: str | None = Field(description="TensorRT-LLM's --extra_llm_api_options file, or null.")
+    kubernetes_manifest_yaml: str | None = Field(description="A Deployment and a Service for the plan's replicas; empty "
+                                                 "with a note when a replica needs more than one node.")
+    image: str = Field(description="The framework's public container image.")
+    port: int = Field(description="The port the server listens on.")
+    health_path: str = Field(description="HTTP readiness path.")
+    devices_per_replica: int
+    replicas: int
+    multi_node: bool = Field(description="True when one replica spans several nodes (a multi-node launcher is needed).")
+    model_repository: str = Field(description="The Hugging Face repository the command serves.")
+    notes: list[str] = Field(description="How each value was chosen and what the command leaves out.")
+
+
 class PlanOut(Outputs):
     """One configuration (aggregated or disaggregated)."""
 
@@ -135,6 +156,8 @@ class PlanOut(Outputs):
                                                    "estimated the same way, with the error there.")
     validation_class: ValidationClassOut | None = Field(None, description="Best only: serving-estimate's validation "
                                                         "errors on this hardware × framework.")
+    launch: LaunchOut | None = Field(None, description="Best only: the command line and Kubernetes manifest that "
+                                     "start this configuration.")
 
 
 class DeploymentPlanOutputs(Outputs):

@@ -35,6 +35,7 @@ from calculators.framework import (
     Profile, request_inputs, request_value, Result, Series,
 )
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
+from calculators.families.serving._launch_config import launch_for_plan
 from calculators.families.serving._plan_estimate import (
     describe_best, re_estimate, say_second_pass, second_pass_work, verified,
 )
@@ -477,6 +478,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
     if best:
         describe_best(req, res, lookup, best)
+        best["launch"] = launch_for_plan(best, req, lookup, res)
     headline = why = None
     if best:
         extra = f", {best['ratio']}" if best["mode"] == "disaggregated" and best.get("ratio") else ""
