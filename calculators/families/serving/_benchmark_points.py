@@ -120,7 +120,8 @@ def request_of(point: dict, lookup: Lookup) -> tuple[dict | None, str | None, li
         kind = "poisson"
     elif load.get("offline"):
         kind = "offline"
-        if isinstance(cfg.get("num_prompts"), int) and str(cfg.get("request_rate", "")).lower() == "inf":
+        at_once = str(cfg.get("request_rate", "")).lower() == "inf" or cfg.get("all_prompts_at_once") is True
+        if isinstance(cfg.get("num_prompts"), int) and at_once:
             kind = "burst"
             mapping.append(f"all {cfg['num_prompts']:,} prompts sent at once: a simulated burst")
     else:
