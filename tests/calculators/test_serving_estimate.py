@@ -152,6 +152,22 @@ def test_a_long_simulated_run_converges_to_the_steady_state():
     assert r.output_tokens / r.duration_s == pytest.approx(a.completion_rate_per_s * 256, rel=0.03)
 
 
+def test_a_step_packing_many_prompts_costs_its_tokens_not_one_prompt_times_their_count():
+    """A burst of 40 prompts of 100 tokens fits one 8,192-token step: the step costs N(4,000 tokens) − N(1) plus their
+    own attention (the weight reads are made once), not 40 × one prompt's P (each of which pays the weight reads)."""
+    from calculators.families.serving._serving_estimate_model import run
+    tokens = np.array([1.0, 100, 1000, 4000, 10000])
+    n_s = np.array([0.010, 0.0102, 0.020, 0.050, 0.110])        # weight reads, then compute
+    c = StepCurve(GRID, 0.010 + 5e-5 * GRID, 0.0 * GRID, 0.0102 - 0.010 + 100 * 1e-6, 0.0, 1, tokens, n_s, 1e-6)
+    r = run(c, 40, 40, 100, 2, 400, 8192, 100)
+    first = float(c.decode(1)) + (0.050 - 0.010) + 4000 * 1e-6
+    assert r.ttft_mean_s == pytest.approx(first, rel=1e-9)
+    linear = float(c.decode(1)) + 40 * c.prefill(1)
+    assert abs(linear - first) > 0.1 * first            # the old per-prompt pricing is a different number
+    old = StepCurve(GRID, c.decode_s, c.decode_comm_s, c.prefill_s, 0.0, 1)
+    assert run(old, 40, 40, 100, 2, 400, 8192, 100).ttft_mean_s == pytest.approx(linear, rel=1e-9)
+
+
 def test_a_burst_is_simulated_and_its_first_requests_wait_for_the_prefills(lookup):
     burst = est(lookup, num_prompts=200)
     assert burst["load"] == "burst" and burst["method"] == "simulated run" and burst["duration_s"] > 0

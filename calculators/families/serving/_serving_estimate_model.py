@@ -40,11 +40,27 @@ class StepCurve:
     prefill_s: np.ndarray | float   # time one request's prefill adds to steps of each batch of the grid (s)
     prefill_comm_s: np.ndarray | float   # of which collectives (s)
     chunks: int                  # steps its prefill is spread over (⌈new input tokens / token budget⌉)
+    #: a step's kernels (+ collectives) without attention over context, N(t), at t tokens of a grid: what the
+    #: prefill tokens of a simulated step cost beside its decodes is N(decodes + prefill tokens) − N(decodes), plus
+    #: their own causal attention (`own_per_token_s` each); without them a run prices each prefilled token at P ÷
+    #: prompt tokens (one prompt's cost, which misprices a step that packs many prompts into the budget)
+    tokens: np.ndarray | None = None
+    tokens_s: np.ndarray | None = None
+    own_per_token_s: float = 0.0
 
     def prefill(self, b) -> float:
         """What one prefill adds to steps that decode b requests (its tokens join their GEMMs and expert reads)."""
         p = np.broadcast_to(np.asarray(self.prefill_s, dtype=float), self.batches.shape)
         return float(np.interp(max(float(b), float(self.batches[0])), self.batches, p))
+
+    def prefill_tokens(self, b: float, t: float, new_tokens: float) -> float:
+        """What t prefill tokens add to a step that decodes b requests."""
+        if t <= 0:
+            return 0.0
+        if self.tokens is None:
+            return t * self.prefill(max(b, 1.0)) / new_tokens
+        n = lambda x: float(np.interp(x, self.tokens, self.tokens_s))
+        return max(n(b + t) - n(b), 0.0) + t * self.own_per_token_s
 
     def decode(self, b) -> np.ndarray:
         """Decode step at batch b (linear between grid points, never below batch 1's step)."""
@@ -261,8 +277,9 @@ def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_
     """`prompts` requests through one engine, `users` at a time (a closed loop that stops after `prompts`; users =
     prompts is a burst, `--request-rate inf` without a concurrency cap). Each step decodes one token of every
     running request and spends the rest of the token budget on the waiting prefills in arrival order (chunked
-    prefill, the FCFS order of vLLM V1 and SGLang); it lasts D(decoding requests) plus each prefilled token's cost
-    (P at that batch ÷ `new_tokens`, the new input tokens of a mean prompt).
+    prefill, the FCFS order of vLLM V1 and SGLang); it lasts D(decoding requests) plus what its prefill tokens add
+    (`StepCurve.prefill_tokens`: the step's GEMMs and expert reads at decodes + prefill tokens rather than decodes
+    alone, plus the chunks' own attention).
     Lengths are uniform over mean × [1 − spread, 1 + spread]. Metrics as `vllm bench serve` prints them: TTFT
     and TPOT = (e2e − TTFT) / (output − 1) per request, then their mean and percentiles."""
     rng = np.random.default_rng(seed)
@@ -311,11 +328,11 @@ def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_
             now = max(now, float(nxt))
             continue
         d = float(curve.decode(max(nd, 1)))
-        per_token = curve.prefill(max(nd, 1)) / new_tokens
-        step = d + tok * per_token
+        added = curve.prefill_tokens(nd, tok, new_tokens)
+        step = d + added
         now += step
         steps += 1
-        busy_pf += tok * per_token
+        busy_pf += added
         bw += nd * step
         sw += active_n * step
         dec_left[decoding] -= 1.0

@@ -168,8 +168,10 @@ def _prefill(lay, split, wf, kf, rates, system, framework, link, grid: np.ndarra
         sizes = np.array([budget, budget, new - budget * (n - 1)], dtype=float)
         ctx = np.array([cached, cached + budget * (n // 2), cached + budget * (n - 1)], dtype=float)
         weight = np.array([1.0, n - 2.0, 1.0])
-    # N at every batch the curve needs: the grid, the grid plus each chunk, and each chunk alone
-    need = np.unique(np.concatenate([grid, (grid[:, None] + sizes[None, :]).ravel(), sizes]))
+    # N at every batch the curve needs: the grid, the grid plus each chunk, each chunk alone, and a token grid up to
+    # a full step (the slots' decodes + the budget) for the simulated runs' steps
+    tok_grid = np.unique(np.round(np.geomspace(1, grid[-1] + budget, 64)))
+    need = np.unique(np.concatenate([grid, (grid[:, None] + sizes[None, :]).ravel(), sizes, tok_grid]))
     flat = step_ops(lay, "decode", need, 1, 1, split, wf, kf, include_lm_head=False)
     nb, nm, nc = _times(flat, rates, system, framework, link)
     at = lambda m: np.searchsorted(need, m)
@@ -190,7 +192,9 @@ def _prefill(lay, split, wf, kf, rates, system, framework, link, grid: np.ndarra
 
     p, p_comm = added(k_n, k_p, nc, pc, True)
     p_bound, _ = added(nb, pb, nc, pc, True)
-    return p, p_comm, p_bound, n
+    own = (np.maximum(k_p - k_n[at(sizes)], 0.0) + np.maximum(pc - nc[at(sizes)], 0.0)) @ weight / max(new, 1)
+    tokens = (tok_grid, (k_n + nc)[at(tok_grid)], float(own))
+    return p, p_comm, p_bound, n, tokens
 
 
 def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -> Result:
@@ -267,12 +271,12 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     d_bound = kb + comm + hand
     d = (km if km is not None else kb) + comm + hand
     new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
-    p, p_comm, p_bound, chunks = _prefill(lay, split, wf, kf, rates, system, req.framework, link, grid, new, I - new,
+    p, p_comm, p_bound, chunks, (tok_grid, tok_s, own) = _prefill(lay, split, wf, kf, rates, system, req.framework, link, grid, new, I - new,
                                           req.chunked_prefill_tokens)
     cal = calibration(req.calibration, res, lookup, hw.id, req.framework, "bound" if km is None else "measured")
     k = cal["factor"] if cal["applied"] else 1.0
     d, p, p_comm, d_comm = d * k, p * k, p_comm * k, (comm + hand) * k
-    curve = StepCurve(grid, d, d_comm, p, p_comm, chunks)
+    curve = StepCurve(grid, d, d_comm, p, p_comm, chunks, tok_grid, tok_s * k, own * k)
     res.step("decode step D(1)", "one engine's decode kernels at batch 1 + its collectives", basis, float(d[0]), "s")
     res.step("prefill added P(B)", "Σ over its chunks [N(B + chunk) − N(B)] + the chunk's causal attention: what a "
              "prefill adds to steps decoding B requests (N: a step's kernels without attention over context)",
