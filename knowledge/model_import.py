@@ -242,12 +242,18 @@ def build_record(config: dict, *, id: str, name: str, repository: str, source: s
         rec["weight_dtype_locator"] = f"{qname} quantization.quant_algo {algo} (config.json itself names only the compute dtype)"
     label = f"repository name {repository} (size label)"
     if params and params.get("total"):
-        pub = params.get("as_published")
-        rec["params_total"] = _fact(int(params["total"]), source, label, pub, "size label in the repository name, not an exact count")
+        # a size label by default; a figure printed elsewhere (a card, the release a quantised checkpoint derives
+        # from) names its own source, locator(s) and notes
+        pub, psrc = params.get("as_published"), params.get("source", source)
+        rec["params_total"] = _fact(int(params["total"]), psrc, params.get("locator", label),
+                                    params.get("total_as_published", pub),
+                                    params.get("note", "size label in the repository name, not an exact count"))
         active = params.get("active") or (params["total"] if rec["kind"] == "dense" else None)
         if active:
-            rec["params_active"] = _fact(int(active), source, label, pub, "dense: active equals total" if rec["kind"] == "dense"
-                                         else "activated per token, size label in the repository name")
+            rec["params_active"] = _fact(int(active), psrc, params.get("active_locator", params.get("locator", label)),
+                                         params.get("active_as_published", pub),
+                                         params.get("active_note", "dense: active equals total" if rec["kind"] == "dense"
+                                                    else "activated per token, size label in the repository name"))
     computed = ledger_params(rec)
     if computed and "params_total" not in rec:
         total, active, remark = computed
@@ -409,6 +415,33 @@ ORGANISATIONS = {"Qwen": "Alibaba Qwen", "deepseek-ai": "DeepSeek", "nvidia": "N
                  "moonshotai": "Moonshot AI", "MiniMaxAI": "MiniMax", "stepfun-ai": "StepFun", "meta-llama": "Meta",
                  "google": "Google DeepMind", "mistralai": "Mistral AI", "openai": "OpenAI", "XiaomiMiMo": "Xiaomi",
                  "sgl-project": "SGLang project"}
+#: parameter counts printed somewhere other than the repository name, for wheel configs whose name carries no size
+#: label and whose layout the ledger does not cover (repository -> manifest `params`, with its own source and locators)
+_LEDGER_NOTE = "the weight-memory ledger does not cover this layout"
+_V4 = ("the figure of the release this checkpoint quantises ({}, as the book quotes the DeepSeek-V4 report §4.2; {})")
+_V4_LOCATOR = "table 历史输入与阶段, row DeepSeek-V4-Flash／Pro"
+
+
+def _v4(base: str, total: int, active: int, total_pub: str, active_pub: str) -> dict:
+    return {"total": total, "active": active, "source": "book-scaling-history", "locator": _V4_LOCATOR,
+            "total_as_published": total_pub, "active_as_published": active_pub,
+            "note": _V4.format(base, "rounded") + ": FP8 changes the bytes per weight, not the count, and the config has "
+                    "the same shapes (the weight-memory ledger does not cover the CSA/HCA layout)",
+            "active_note": _V4.format(base, "approximate")}
+
+
+PUBLISHED_PARAMS: dict[str, dict] = {
+    "XiaomiMiMo/MiMo-V2-Flash": {
+        "total": 309000000000, "active": 15000000000, "source": "mimo-v2-flash-card",
+        "locator": "introduction and table 2 Model Download, row MiMo-V2-Flash (Total Params, Active Params)",
+        "total_as_published": "309B", "active_as_published": "15B",
+        "note": "published, rounded; the card does not say whether embeddings or the separately released MTP layers are "
+                f"counted ({_LEDGER_NOTE}: K 192 and V 128 wide, 4 KV heads on full-attention layers and 8 on "
+                "sliding-window ones)",
+        "active_note": "published, rounded; activated per token"},
+    "sgl-project/DeepSeek-V4-Flash-FP8": _v4("deepseek-v4-flash", 284000000000, 13000000000, "284B 总参数", "约 13B 激活"),
+    "sgl-project/DeepSeek-V4-Pro-FP8": _v4("deepseek-v4-pro", 1600000000000, 49000000000, "1.6T 总参数", "约 49B 激活"),
+}
 #: lowercase repository-name prefix -> models.yaml family (first match)
 FAMILIES = (("qwen", "qwen"), ("deepseek", "deepseek"), ("glm", "glm"), ("kimi", "kimi"), ("minimax", "minimax"),
             ("gemma", "gemma"), ("llama", "llama"), ("meta-llama", "llama"), ("nvidia-nemotron", "nemotron"),
@@ -486,7 +519,7 @@ def wheel_entry(file: str, config: dict, has_quant: bool, meta: dict, wheel: Pat
                   "family": family_of(repository), "organisation": ORGANISATIONS.get(org, org)})
     entry["via"] = (f"{meta['name']} {meta['version']} wheel (PyPI, {meta['license']}, {meta['author']}), {WHEEL_CONFIGS}{file}"
                     + (f" (and {QUANT_SUFFIX[1:]})" if has_quant else ""))
-    params = size_label(repository, kind)
+    params = size_label(repository, kind) or copy.deepcopy(PUBLISHED_PARAMS.get(repository))
     if params:
         entry["params"] = params
     if QUANT_TAGS.search(repository.split("/", 1)[1]):
