@@ -207,3 +207,14 @@ def test_without_a_stored_run_nearby_the_answer_says_it_is_not_validated(lookup)
                                  "concurrency": 4}, lookup)[2]
     assert r.outputs["nearest_measurements"] == []
     assert any("not validated" in a for a in r.assumptions)
+
+
+def test_an_engine_that_does_not_mix_prefill_into_decode_steps_stalls_its_decodes():
+    """SGLang without --enable-mixed-chunk: while prompts wait, a step prefills only, so a burst's decodes wait (TPOT
+    up) and the run takes longer than with mixed steps of the same budget."""
+    from calculators.families.serving._serving_estimate_model import run
+    c = curve(0.03)
+    mixed = run(c, 400, 400, 1000, 64, 100, 2048, 1000, output_spread=0.5)
+    apart = run(c, 400, 400, 1000, 64, 100, 2048, 1000, output_spread=0.5, mixed=False)
+    assert apart.tpot_mean_s > mixed.tpot_mean_s
+    assert apart.duration_s > mixed.duration_s

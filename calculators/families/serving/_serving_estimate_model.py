@@ -273,7 +273,7 @@ MAX_RUN_STEPS = 400_000
 
 def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_tokens: float, slots: int,
         budget: int, new_tokens: float, output_spread: float = 0.0, input_spread: float = 0.0,
-        seed: int = 0) -> RunResult:
+        seed: int = 0, mixed: bool = True) -> RunResult:
     """`prompts` requests through one engine, `users` at a time (a closed loop that stops after `prompts`; users =
     prompts is a burst, `--request-rate inf` without a concurrency cap). Each step decodes one token of every
     running request and spends the rest of the token budget on the waiting prefills in arrival order (chunked
@@ -281,7 +281,9 @@ def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_
     (`StepCurve.prefill_tokens`: the step's GEMMs and expert reads at decodes + prefill tokens rather than decodes
     alone, plus the chunks' own attention).
     Lengths are uniform over mean × [1 − spread, 1 + spread]. Metrics as `vllm bench serve` prints them: TTFT
-    and TPOT = (e2e − TTFT) / (output − 1) per request, then their mean and percentiles."""
+    and TPOT = (e2e − TTFT) / (output − 1) per request, then their mean and percentiles. `mixed=False` is an engine
+    that does not mix prefill chunks into decode steps (SGLang without --enable-mixed-chunk): a step with waiting
+    prefills is a prefill step of the whole budget, and the running requests decode nothing in it."""
     rng = np.random.default_rng(seed)
 
     def lengths(mean: float, spread: float) -> np.ndarray:
@@ -311,9 +313,11 @@ def run(curve: StepCurve, prompts: int, users: int, input_tokens: float, output_
             head += 1
         live = admitted & np.isnan(end)
         decoding = live & (pre_left <= 0)
+        waiting_pf = np.flatnonzero(live & (pre_left > 0))
+        if not mixed and waiting_pf.size:
+            decoding = np.zeros(prompts, dtype=bool)      # a prefill step: the running requests wait
         nd = int(decoding.sum())
         room = max(budget - nd, 0)
-        waiting_pf = np.flatnonzero(live & (pre_left > 0))
         alloc = np.zeros(prompts)
         if waiting_pf.size and room:
             want = pre_left[waiting_pf]
