@@ -45,7 +45,7 @@ from api.service import CalculationFailed, calculate, case_refs
 from api.settings import VERSION
 from knowledge.records.benchmark import BenchmarkFramework
 from calculators.framework.registry import REGISTRY, Calculator
-from calculators.domain import AmbiguousModelId, resolve_model_id
+from calculators.domain import AmbiguousModelId, hardware_kind, resolve_model_id
 from calculators.framework import UnknownId, jsonable
 from calculators.framework.runner import field_errors
 from calculators.framework.suggest import close_matches, phrase
@@ -317,8 +317,11 @@ def compact_schema(calc: Calculator) -> dict:
 def _args_schema(model: type[BaseModel]) -> dict:
     """A look-up tool's input schema: its pydantic model's, with one-line descriptions."""
     full = model.model_json_schema()
+    defs = full.get("$defs", {})
+    inline = lambda s: defs.get(s["$ref"].rsplit("/", 1)[-1], s) if "$ref" in s else s   # an enum's values in place
     props = {}
     for name, p in full.get("properties", {}).items():
+        p = inline(p) | ({"anyOf": [inline(s) for s in p["anyOf"]]} if "anyOf" in p else {})
         c = compact_property(p, limit=200)
         for key in ("minimum", "maximum", "minLength", "maxLength"):
             if key in p:
@@ -480,6 +483,7 @@ def model_row(rec: dict) -> dict:
 
 def hardware_row(rec: dict) -> dict:
     row = {k: rec.get(k) for k in ("id", "name", "vendor", "architecture", "scope", "devices_in_scope")}
+    row["kind"] = rec.get("kind") or hardware_kind(rec)   # HardwareQuery.run sets it; derived otherwise
     row |= {k: _v(rec, k) for k in ("memory_bytes", "memory_bandwidth_bytes_per_s", "power_w")}
     row["bf16_dense_flop_per_s"] = _bf16_dense(rec)
     return {k: v for k, v in row.items() if v is not None}
@@ -524,7 +528,7 @@ def _list_args(name: str, query: type[ListQuery], fields: tuple[str, ...], limit
 
 
 ListModelsArgs = _list_args("ListModelsArgs", ModelQuery, ("q", "family", "kind", "attention"), 20)
-ListHardwareArgs = _list_args("ListHardwareArgs", HardwareQuery, ("q", "vendor", "architecture", "scope"), 20)
+ListHardwareArgs = _list_args("ListHardwareArgs", HardwareQuery, ("q", "vendor", "architecture", "scope", "kind"), 20)
 ListLinksArgs = _list_args("ListLinksArgs", LinkQuery, ("kind",), 50)
 ListCasesArgs = _list_args("ListCasesArgs", CaseQuery, ("q", "chapter"), 30)
 
@@ -817,8 +821,8 @@ def build_tools(app) -> list[Tool]:
     tools += [
         _tool("list_models", t.list_models, "Model architectures (id, name, family, kind, attention, layers, "
               "params, context); filter by name, family, kind, attention.", _args_schema(ListModelsArgs)),
-        _tool("list_hardware", t.list_hardware, "Accelerators and systems (id, name, vendor, scope, memory, "
-              "bandwidth, power, BF16 dense FLOP/s); filter by name, vendor, architecture, scope.",
+        _tool("list_hardware", t.list_hardware, "Accelerators and systems (id, name, vendor, scope, kind, memory, "
+              "bandwidth, power, BF16 dense FLOP/s); filter by name, vendor, architecture, scope, kind.",
               _args_schema(ListHardwareArgs)),
         _tool("list_links", t.list_links, "Interconnects (id, name, kind, one-way bytes/s, latency).",
               _args_schema(ListLinksArgs)),
