@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import Field
 
 from calculators.framework import Outputs
+from calculators.families.serving._serving_estimate_spec import ServingSpeculativeOut
 
 
 class TtftOut(Outputs):
@@ -121,5 +122,7 @@ class ServingEstimateOutputs(Outputs):
                                                    "with, the estimate is not validated).")
     calibration: CalibrationOut = Field(description="The efficiency factor fitted on published runs that scaled the "
                                         "step times, or why none did.")
+    speculative: ServingSpeculativeOut | None = Field(None, description="Speculative decoding as run: method, k, the given "
+                                               "acceptance, tokens per step, verify and draft costs (null: off).")
     weights_per_device_bytes: float = Field(description="Weight bytes on one device, B.")
     kv_bytes_per_request_per_device: float = Field(description="KV of one request at the mean context on one device, B.")

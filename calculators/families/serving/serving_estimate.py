@@ -40,6 +40,7 @@ from calculators.families.serving._serving_estimate_model import (
     MAX_RUN_STEPS, SteadyState, StepCurve, closed_loop, open_loop, run,
 )
 from calculators.families.serving._serving_estimate_outputs import ServingEstimateOutputs
+from calculators.families.serving._serving_estimate_spec import ServingSpeculativeIn, speculation
 
 #: the token budget of a step (prefill chunk + decode tokens) when none is given: vLLM V1's max_num_batched_tokens
 #: for its API server on GPUs of ≥ 70 GiB, SGLang's chunked_prefill_size and TensorRT-LLM's max_num_tokens all default
@@ -106,6 +107,9 @@ class ServingEstimateRequest(CalcRequest):
                                                  "(else this hardware), where one exists (the answer names it, its "
                                                  "points and sources, and its leave-one-source-out error); none: the "
                                                  "step model's times, unscaled.")
+    speculative: ServingSpeculativeIn | None = Field(None, description="Speculative decoding: each step verifies k drafts + 1 "
+                                              "position per sequence and yields (1 − α^(k+1)) / (1 − α) tokens; "
+                                              "acceptance is an input (default: off).")
 
     @model_validator(mode="after")
     def _check(self):
@@ -240,6 +244,8 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
 
     # ---- KV capacity
     slots, kv_tokens, w_dev, kv_req = _slots(req, res, lay, groups, hw, split, wf, kf, ctx)
+    spec = speculation(req, res, lay, split, hw, wf, kf, groups, ctx, lookup)     # _serving_estimate_spec
+    slots, kv_tokens, w_dev, kv_req = spec.memory(slots, kv_tokens, w_dev, kv_req)
     if slots < 1:
         raise CalcInputError("input_tokens", f"one request of {num(ctx)} tokens does not fit in the KV memory left beside "
                              "the weights: give a larger tp or pp, a smaller kv_format, or shorter requests")
@@ -282,17 +288,21 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
              "prefill adds to steps decoding B requests (N: a step's kernels without attention over context)",
              f"{num(new)} new tokens in {chunks} chunk(s) of ≤ {num(req.chunked_prefill_tokens)}; P(1) = "
              f"{fmt_s(float(p[0]))}, P({num(grid[-1])}) = {fmt_s(float(p[-1]))}", float(p[0]), "s")
+    curve, d_bound, d_comm = spec.curve(curve, d_bound, d_comm, lambda ops: _times(ops, rates, system, req.framework,
+                                        link), grid, new, I - new, k)
+    O_run = spec.steps(O)       # 1 + the decode steps a request takes (O without speculation)
 
     # ---- the steady state
     load = "concurrency" if req.concurrency is not None else ("poisson" if req.arrival_rate_per_s is not None else "offline")
     if req.num_prompts is not None:
         load = "concurrency" if req.concurrency is not None else "burst"
-        st = _simulated(req, res, curve, new, engines, engine_slots)
+        st = _simulated(req, res, curve, new, engines, engine_slots, round(O_run))
     elif load == "poisson":
-        st = open_loop(curve, req.arrival_rate_per_s / engines, O, engine_slots, new / req.chunked_prefill_tokens)
+        st = open_loop(curve, req.arrival_rate_per_s / engines, O_run, engine_slots, new / req.chunked_prefill_tokens)
     else:
         users = req.concurrency / engines if load == "concurrency" else float(engine_slots)
-        st = closed_loop(curve, users, O, engine_slots)
+        st = closed_loop(curve, users, O_run, engine_slots)
+    st = spec.per_token(st, round(O_run) if req.num_prompts is not None else O_run)
     if load == "offline":
         res.assume(f"Offline: every engine runs as many requests as it has slots ({engine_slots:,}), as a throughput "
                    "benchmark that queues all prompts at once does; TTFT then includes the wait for a slot.")
@@ -309,9 +319,11 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     outputs = _outputs(req, res, st, curve, d_bound, grid, kb, d_comm, load, engines, devices, slots,
                        kv_tokens, engine_slots, w_dev, kv_req, basis, ctx, p_bound)
     outputs["calibration"] = cal
+    outputs.update(spec.outputs(outputs))
     outputs["nearest_measurements"] = _nearest(req, res, lookup) if nearest else []
     res.outputs = outputs
-    res.headline = _headline(req, rec, outputs, wname if req.weight_format is not None else f"{wname} as published")
+    res.headline = spec.headline(_headline(req, rec, outputs, wname if req.weight_format is not None else
+                                           f"{wname} as published"))
     return res
 
 
@@ -352,11 +364,12 @@ def rec_id(req) -> str | None:
     return req.model
 
 
-def _simulated(req, res: Result, curve: StepCurve, new: int, engines: int, slots: int) -> SteadyState:
+def _simulated(req, res: Result, curve: StepCurve, new: int, engines: int, slots: int,
+               out: int | None = None) -> SteadyState:
     """A finite run of one engine (its share of the prompts and users), step by step, as a SteadyState."""
     prompts = max(1, math.ceil(req.num_prompts / engines))
     users = max(1, math.ceil((req.concurrency or req.num_prompts) / engines))
-    O = req.output_tokens
+    O = out or req.output_tokens      # with speculation: 1 + the decode steps a request takes
     # steps ≈ decode tokens / the batch they run at + prefill tokens / the budget: priced before the run starts
     steps = prompts * O / max(min(users, slots, prompts), 1) + prompts * new / req.chunked_prefill_tokens
     if steps > MAX_RUN_STEPS:
