@@ -17,7 +17,8 @@ from calculators.framework import (
     broadcast, CalcInputError, CalcRequest, Calculator, Chart, first, fmt_s, FractionSweep, Lookup, NonNegInt, num,
     out, Outputs, OutSweep, PosFloatSweep, PosInt, PosIntSweep, Profile, request_inputs, Result,
 )
-from calculators.domain import arch_matrix_params, hardware_rates, ledger, matrix_params, MODEL_CONFIG_FIELD, resolve_arch, ShapeArchitecture
+from calculators.domain import arch_matrix_params, hardware_rates, layout_of, ledger, matrix_params, MODEL_CONFIG_FIELD, resolve_arch, ShapeArchitecture
+from calculators.perf import step_ops
 from calculators.framework import headline as hf
 
 
@@ -166,17 +167,14 @@ def compute(req: TrainingComputeRequest, lookup: Lookup) -> Result:
         attn_tok = 0.0 * D
         if req.sequence_tokens is not None:
             if attn_shape is None and rec is not None:
-                name = req.model if req.model is not None else "the model_config"
-                raise CalcInputError("sequence_tokens", f"{name} has attention layout '{rec.attention}', which is not one "
-                                     "full-attention shape this term models (sliding-window, linear, sparse or "
-                                     "compressed layers): leave sequence_tokens out for 6·N·D alone, or give `params` "
-                                     "with `attention`")
-            if attn_shape is None:
+                attn_tok = layered_attention_flops(rec, "model" if req.model is not None else "model_config", S, res) * factor
+            elif attn_shape is None:
                 raise CalcInputError("sequence_tokens", "the attention term needs shapes: a model, an architecture, or `attention`")
-            La, H, dqk, dv = attn_shape
-            attn_tok = 3.0 * (S + 1) * H * (dqk + dv) * La * factor
-            res.step("attention FLOPs / token", "3 × (S+1) × H × (d_qk + d_v) × L_attn  (= 6·L·H·d·(S+1) when d_qk = d_v)",
-                     f"3 × ({num(first(S))} + 1) × {H} × ({dqk} + {dv}) × {La}", attn_tok, "FLOP")
+            else:
+                La, H, dqk, dv = attn_shape
+                attn_tok = 3.0 * (S + 1) * H * (dqk + dv) * La * factor
+                res.step("attention FLOPs / token", "3 × (S+1) × H × (d_qk + d_v) × L_attn  (= 6·L·H·d·(S+1) when d_qk = d_v)",
+                         f"3 × ({num(first(S))} + 1) × {H} × ({dqk} + {dv}) × {La}", attn_tok, "FLOP")
             res.assume("Attention: QKᵀ and AV over the causal triangle S(S+1)/2 of every sequence, backward = 2 × forward.")
         per_tok = per_tok_dense + attn_tok
         if factor != 1.0:
@@ -294,3 +292,44 @@ CALCULATORS = [
         chart=Chart(x="devices", y=("days",), x_label="devices", y_label="days"),
     ),
 ]
+
+
+#: the step model's token-mixing operations (score and value products, indexers, recurrent state updates), as
+#: opposed to its projection GEMMs, which 6·N already counts
+MIXING_OPS = ("attention", "mla", "indexer", "linear")
+#: the formula each of those operations counts (forward, per token of an S-token sequence, per layer)
+MIXING_FORMULA = {
+    "attention": "full: (S+1)·H·(d_qk+d_v); sliding window / chunk w: pairs of min(S, w) keys per query",
+    "mla_attention": "MLA: (S+1)·H·(qk_nope+qk_rope + v_head_dim); with a DSA indexer the main attention reads top-k keys",
+    "dsa_indexer": "DSA indexer over all S keys: (S+1)·index_heads·index_head_dim",
+    "compressed_attention": "window pairs + S/ratio compressed keys (top-k on CSA): 2·H·(d_qk+d_v) per pair",
+    "csa_indexer": "CSA indexer: 2·(S/ratio)·index_heads·index_head_dim",
+    "linear": "linear/recurrent state update: 6·state elements per token (no S² term)",
+}
+
+
+def layered_attention_flops(rec, loc: str, S, res):
+    """Training FLOPs per token of the token mixing of a model with mixed layer kinds, from the same layer groups and
+    operations the serving step model counts (`step_ops` for one prefill of S tokens): 3 × forward (backward = 2 ×
+    forward), summed over the layer groups, one step line per group."""
+    lay = layout_of(rec, loc)
+    step = step_ops(lay, "prefill", 1, S, 0, include_lm_head=False)
+    S = np.asarray(S, dtype=float)
+    total = 0.0 * S
+    by_group: dict[str, list] = {}
+    for op in step.ops:
+        if op.kind in MIXING_OPS:
+            by_group.setdefault(op.group, []).append(op)
+    for group, ops in by_group.items():
+        term = sum(3.0 * op.flops * op.count / S for op in ops)
+        total = total + term
+        m = next(g for g in lay.mixers if g.name == group)
+        how = "; ".join(MIXING_FORMULA.get(op.name, MIXING_FORMULA["linear"] if op.kind == "linear" else op.name)
+                        for op in ops)
+        shape = (f"H={m.heads}, d_qk={m.head_dim}, d_v={m.v_dim}" + (f", window={m.window}" if m.window else "")
+                 + (f", ratio={m.key_ratio}" if m.key_ratio > 1 else "") + (f", top-k={m.index_topk}" if m.index_topk else "")
+                 + (f", state={m.state_elements}" if m.kind == "linear" else ""))
+        res.step(f"attention FLOPs / token: {group} ({m.count} layers)", "3 × forward / S: " + how,
+                 f"{m.count} layers, {shape}, S = {num(first(S))}", term, "FLOP")
+    res.step("attention FLOPs / token", "Σ over layer groups", " + ".join(by_group) or "no mixing layers", total, "FLOP")
+    return total
