@@ -135,6 +135,10 @@ def test_every_model_answers_or_is_refused_with_a_reason(matrix, lookup):
         assert set(row) == expected, name
     answered = sum(1 for row in matrix.values() for what, _ in row.values() if what == "ok")
     assert answered > 0.6 * sum(len(row) for row in matrix.values())
+    # issue #26 item 6: the only refusals left are the MoE calculators refusing dense models
+    refused = {(name, m) for name, row in matrix.items() for m, (what, _) in row.items() if what == "refused"}
+    assert refused == {(name, m) for name in ("moe", "moe-placement") for m in models
+                       if lookup("model", m).get("kind") == "dense"}
 
 
 def test_a_dense_model_in_a_moe_calculator_is_refused_for_being_dense(matrix, lookup):
