@@ -87,7 +87,6 @@ class ReEstimateOut(Outputs):
     meeting_slo: int = Field(description="Of them, those meeting both SLOs on serving-estimate's figures.")
     limit: int = Field(description="Shortlist size (cheapest first on the screen's cost order); the walk goes further "
                        "only until one candidate meets the SLOs.")
-    cpu_s: float = Field(description="CPU seconds the pass took.")
     skipped: str | None = Field(description="Why no candidate was re-estimated, or null.")
 
 
