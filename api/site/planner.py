@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from markupsafe import Markup
 
@@ -25,7 +26,7 @@ from calculators.framework import headline as hf
 
 TEMPLATE = "_planner.html.j2"
 #: outputs drawn by this section rather than listed in the generic result table
-HIDDEN = ("candidates", "pareto")
+HIDDEN = ("candidates", "pareto", "launch")
 #: the view parameters (they must not be request fields of the calculator)
 VIEW_PARAMS = ("sort", "desc", "all")
 #: rows of the sorted candidates shown besides the best plan and the Pareto set; with `all=1`, at most MAX_ROWS
@@ -452,6 +453,33 @@ def _star(x: float, y: float, r: float) -> str:
     return " ".join(pts)
 
 
+# --------------------------------------------------------------------------- the launch configuration
+
+def _data_url(text: str, mime: str) -> str:
+    """A `data:` URL of `text` (UTF-8, percent-encoded): a download link that needs no second request."""
+    return f"data:{mime};charset=utf-8," + quote(text, safe="")
+
+
+def launch_view(launch: dict | None) -> dict[str, Any] | None:
+    """What the page shows of the best plan's launch configuration (`launch` output of deployment-plan): the command,
+    TensorRT-LLM's extra options file, the Kubernetes manifest, the notes, and each as a download link."""
+    if not launch or not launch.get("command"):
+        return None
+    fw = launch.get("framework") or "serve"
+    script = "#!/bin/sh\n# " + f"{fw} launch of the plan's best configuration (AI Infra Casebook)\n" + launch["command"] + "\n"
+    files = [{"name": f"launch-{fw}.sh", "label": "command (shell script)", "href": _data_url(script, "text/x-shellscript")}]
+    if launch.get("extra_config_yaml"):
+        files.append({"name": "extra_llm_api_options.yaml", "label": "TensorRT-LLM extra options (YAML)",
+                      "href": _data_url(launch["extra_config_yaml"], "application/yaml")})
+    if launch.get("kubernetes_manifest_yaml"):
+        files.append({"name": f"{fw}-deployment.yaml", "label": "Kubernetes manifest (YAML)",
+                      "href": _data_url(launch["kubernetes_manifest_yaml"], "application/yaml")})
+    return {"framework": fw, "command": launch["command"], "extra": launch.get("extra_config_yaml"),
+            "manifest": launch.get("kubernetes_manifest_yaml") or "", "image": launch.get("image"),
+            "replicas": launch.get("replicas"), "devices": launch.get("devices_per_replica"),
+            "multi_node": bool(launch.get("multi_node")), "notes": list(launch.get("notes") or []), "files": files}
+
+
 # --------------------------------------------------------------------------- the section
 
 def section(name: str, body: dict, envelope: dict, view: View) -> dict[str, Any]:
@@ -469,9 +497,14 @@ def section(name: str, body: dict, envelope: dict, view: View) -> dict[str, Any]
             "evaluated": out.get("configurations_evaluated", len(cands)), "meeting": out.get("meeting_slo"),
             "pareto_n": len(pareto), "chart": chart(cands, inputs.get("tpot_s"), best, pareto),
             "ttft_slo": inputs.get("ttft_s"), "tpot_slo": inputs.get("tpot_s"),
-            "table": table(name, body, cands, view, best, set(pareto)), "sources": sources, "anchor": ANCHOR}
+            "table": table(name, body, cands, view, best, set(pareto)), "sources": sources, "anchor": ANCHOR,
+            "launch": launch_view(out.get("launch") or (out.get("best") or {}).get("launch"))}
 
 
 def visible_outputs(outputs: dict) -> dict:
-    """The outputs the generic result table still lists (the candidates are this section's table)."""
-    return {k: v for k, v in outputs.items() if k not in HIDDEN}
+    """The outputs the generic result table still lists (the candidates are this section's table, and the best plan's
+    launch configuration its launch block)."""
+    out = {k: v for k, v in outputs.items() if k not in HIDDEN}
+    if isinstance(out.get("best"), dict) and "launch" in out["best"]:
+        out["best"] = {k: v for k, v in out["best"].items() if k != "launch"}
+    return out
