@@ -222,6 +222,9 @@ def test_launch_for_plan_reads_the_model_repository_and_the_checkpoint_rule(look
     # FP8 of a model with no stored FP8 checkpoint: vLLM quantises at load with the documented flag
     q = launch_for_plan(_plan(tp=1), _req(model="llama-3.1-8b", weight_format="fp8"), lookup)
     assert q["model_repository"] == "meta-llama/Meta-Llama-3.1-8B" and parse(q).quantization == "fp8"
+    # a release that ships mixed MXFP4/BF16 weights is its own MXFP4 checkpoint
+    g = launch_for_plan(_plan(tp=1), _req(model="gpt-oss-120b", weight_format="mxfp4"), lookup)
+    assert g["model_repository"] == "openai/gpt-oss-120b" and not any("no stored" in n for n in g["notes"])
     t = launch_for_plan(_plan(tp=1), _req(model="llama-3.1-8b", weight_format="fp8", framework="trtllm"), lookup)
     assert "--quantization" not in t["argv"] and any("No trtllm flag" in n for n in t["notes"])
 

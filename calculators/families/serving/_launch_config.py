@@ -308,7 +308,8 @@ def checkpoint_for(lookup: Lookup, rec, weight_format: str | None) -> tuple[str 
     format, the first by id; else none (the caller keeps the model's repository and says so)."""
     own = _repository(rec)
     shipped = rec.weight_dtype if isinstance(rec.weight_dtype, str) else None
-    if not weight_format or not isinstance(weight_format, str) or weight_format == shipped:
+    if not weight_format or not isinstance(weight_format, str) or weight_format == shipped \
+            or (shipped and weight_format in shipped.split("-")):   # e.g. mxfp4 of a mixed-mxfp4-bf16 release
         return own, rec.id, f"{rec.id}'s own repository ({shipped or 'published format'})"
     family, shape = dict.get(rec, "family"), _shape(rec)
     for mid in sorted(ids_of(lookup, "model")):
