@@ -229,6 +229,22 @@ def test_launch_for_plan_reads_the_model_repository_and_the_checkpoint_rule(look
     assert "--quantization" not in t["argv"] and any("No trtllm flag" in n for n in t["notes"])
 
 
+def test_launch_sets_the_token_budget_the_estimate_assumed(lookup):
+    from calculators.families.serving._launch_config import ESTIMATE_TOKEN_BUDGET
+    from calculators.families.serving.serving_estimate import DEFAULT_TOKEN_BUDGET
+
+    assert ESTIMATE_TOKEN_BUDGET == DEFAULT_TOKEN_BUDGET
+    est = {"request": {"hardware": "h100-sxm", "tp": 4}, "tpot_s": 0.02}
+    for fw, flag in (("vllm", "max_num_batched_tokens"), ("sglang", "chunked_prefill_size"), ("trtllm", "max_num_tokens")):
+        out = launch_for_plan(_plan(serving_estimate=est), _req(framework=fw), lookup)
+        assert getattr(parse(out), flag) == DEFAULT_TOKEN_BUDGET, fw
+        given = launch_for_plan(_plan(serving_estimate={**est, "request": {"chunked_prefill_tokens": 2048}}),
+                                _req(framework=fw), lookup)
+        assert getattr(parse(given), flag) == 2048, fw
+    # figures from the screen only (no serving-estimate): the engine's own default is left alone
+    assert parse(launch_for_plan(_plan(), _req(), lookup)).max_num_batched_tokens is None
+
+
 def test_launch_for_plan_on_amd_and_disaggregated(lookup):
     amd = launch_for_plan(_plan(hardware="mi300x", tp=8), _req(), lookup)
     (dep,) = [d for d in yaml.safe_load_all(amd["kubernetes_manifest_yaml"]) if d and d["kind"] == "Deployment"]

@@ -40,6 +40,10 @@ WIDE_FORMATS = ("bf16", "fp16", "fp32")
 DEVICES_PER_NODE = 8
 #: where the manifest mounts TensorRT-LLM's extra options file (and where the command expects it)
 TRTLLM_EXTRA_PATH = "/etc/trtllm/extra_llm_api_options.yaml"
+#: the token budget of one step serving-estimate assumes when a body names none (its DEFAULT_TOKEN_BUDGET; a family
+#: module may not import another's public module, so the test checks the two agree): the planner's re-estimated
+#: figures assume it, so the launch sets it explicitly
+ESTIMATE_TOKEN_BUDGET = 8192
 #: the versions the measured kernel tables were collected with (knowledge/data/measured/manifest.yaml), the image
 #: tags used when a plan names none
 DEFAULT_VERSION = {"vllm": "0.24.0", "sglang": "0.5.14", "trtllm": "1.3.0rc20"}
@@ -380,10 +384,16 @@ def launch_for_plan(plan: dict, req, lookup: Lookup, res: Result | None = None) 
                      f"({(plan.get('prefill_pool') or {}).get('replicas')} replicas of TP "
                      f"{(plan.get('prefill_pool') or {}).get('tp')}) needs its own launch and a KV connector between the "
                      "pools, which are not generated.")
+    chunked = getattr(req, "chunked_prefill_tokens", None)
+    est = plan.get("serving_estimate") if isinstance(plan.get("serving_estimate"), dict) else None
+    if chunked is None and est is not None:
+        chunked = (est.get("request") or {}).get("chunked_prefill_tokens") or ESTIMATE_TOKEN_BUDGET
+        notes.append(f"Token budget per step {chunked}: the one serving-estimate assumed for this plan's TTFT and TPOT "
+                     "(set explicitly so the engine runs what was estimated).")
     mem = plan.get("memory_per_device_bytes") or {}
     out = launch_config(framework, repo, tp, pp, ep, bool(plan.get("dp_attention")), int(replicas or 1), batch,
                         getattr(req, "kv_format", None) if isinstance(getattr(req, "kv_format", None), str) else None,
-                        wf, getattr(req, "chunked_prefill_tokens", None), frac, ctx, tp * pp, vendor,
+                        wf, chunked, frac, ctx, tp * pp, vendor,
                         quantization=quantization, weight_bytes_per_device=mem.get("weights"),
                         device_memory_bytes=hw.memory_bytes, notes=notes)
     if res is not None:
