@@ -354,7 +354,9 @@ class ValidationTarget(BaseModel):
     met_leave_one_source_out: Optional[bool] = None
 
 
-class ValidationReport(BaseModel):
+class ValidationReport(ValidationTables):
+    """The uncalibrated error tables (inherited) beside the leave-one-source-out ones."""
+
     stored: int = Field(description="Benchmark points stored.")
     points: int = Field(description="Points the filters keep.")
     compared: int
@@ -362,12 +364,6 @@ class ValidationReport(BaseModel):
     filters: dict[str, Any] = Field(description="The filters applied.")
     within: float = Field(description="The error bound of within_25_percent (0.25).")
     method: dict[str, str] = Field(description="What is compared and how, in words.")
-    overall: ValidationGroup
-    by_source: dict[str, ValidationGroup]
-    by_hardware: dict[str, ValidationGroup]
-    by_model_family: dict[str, ValidationGroup]
-    by_framework: dict[str, ValidationGroup]
-    by_load: dict[str, ValidationGroup]
     leave_one_source_out: ValidationTables = Field(description="The same tables for the calibrated estimate, each "
                                                    "source's points estimated with factors fitted on the others.")
     targets: list[ValidationTarget] = Field(description="Issue #25's targets, uncalibrated beside leave-one-source-out.")

@@ -38,8 +38,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "aiconfigurator_validation.json"
-VENV = Path(os.environ.get("AIC_VENV", ROOT / ".cache" / "aic-venv")).resolve()
-PACKAGE = "aiconfigurator==0.12.0"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from aiconfigurator_reference import PACKAGE, ensure_venv  # noqa: E402 -- the same venv as the reference script
 
 #: store hardware id → AIConfigurator system name
 SYSTEMS = {"h100-sxm": "h100_sxm", "h200-sxm": "h200_sxm", "b200-sxm": "b200_sxm", "gb200": "gb200",
@@ -110,14 +110,6 @@ def _call(req: dict, point: dict) -> dict:
 
 
 # --------------------------------------------------------------------------- phase 2: AIConfigurator (its venv)
-
-def ensure_venv() -> Path:
-    python = VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", PACKAGE], check=True)
-    return python
-
 
 def estimate_phase(tasks: list[dict]) -> list[dict]:
     import logging

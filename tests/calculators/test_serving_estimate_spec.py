@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 
 from calculators.families.serving._serving_estimate_spec import alpha_for
-from calculators.families.serving.speculative import expected_tokens
+from calculators.families.serving._speculative_step import expected_tokens
 from calculators.framework import CalcInputError
 from tests.calculators.plain import compute as run
 

@@ -14,7 +14,7 @@ queries, the LM head scores every position) and drafts the next k tokens:
 
 Drafts are accepted in order until the first rejection, each with probability α once the ones before it were (iid),
 and the target adds one token of its own, so a step yields E = 1 + α + … + α^k = (1 − α^(k+1)) / (1 − α) tokens
-per sequence (`speculative.expected_tokens`). A request then needs (O − 1) / E decode steps after its first token:
+per sequence (`_speculative_step.expected_tokens`, which speculative-decoding uses too). A request then needs (O − 1) / E decode steps after its first token:
 the steady state and the simulated run are solved over those steps, TPOT = step ÷ E, ITL is the step (one streamed
 chunk of about E tokens per step), and the KV per request is the target's (plus the draft's own where it has one).
 Acceptance is an input, never fitted: give α or the mean accepted draft tokens per step.
@@ -33,7 +33,7 @@ from calculators.domain import FORMATS, as_model, groups_from_model, kv_sizes, l
 from calculators.framework import CalcInputError, CalcRequest, Fraction, NonNegFloat, Outputs, fmt_s, num
 from calculators.perf import Split, split_problems, step_ops, weight_bytes_per_rank
 from calculators.families.serving._plan_search import _one_layer_kv, weight_formats
-from calculators.families.serving.speculative import expected_tokens
+from calculators.families.serving._speculative_step import expected_tokens
 
 #: longest draft a serving step verifies here (engines run a handful; each draft is a pass of the step model)
 MAX_SERVING_DRAFTS = 64

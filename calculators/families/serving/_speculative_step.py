@@ -19,6 +19,18 @@ from calculators.domain import hardware_spec, layout_of, model_record, note_scop
 from calculators.framework import CalcInputError, Lookup, Outputs, OutNum, OutSweep, Result, first, fmt_s, num, out
 from calculators.perf import estimate_system, rates_from_spec, step_times, tp_link
 
+
+def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """(1 − α^(k+1)) / (1 − α), with the limit k + 1 at α = 1."""
+    alpha = np.asarray(alpha, dtype=float)
+    k = np.asarray(k, dtype=float)
+    one = alpha >= 1.0
+    safe = np.where(one, 0.5, alpha)
+    val = -np.expm1((k + 1) * np.log(np.where(safe > 0, safe, 1.0))) / (1.0 - safe)
+    val = np.where(safe > 0, val, 1.0)
+    return np.where(one, k + 1.0, val)
+
+
 #: request fields that only mean something with a model on hardware
 STEP_FIELDS = ("tp", "ep", "batch", "context_tokens", "weight_format", "kv_format", "estimate", "link")
 

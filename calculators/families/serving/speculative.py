@@ -30,7 +30,7 @@ from calculators.framework import (
 from calculators.framework import headline as hf
 from calculators.domain import FormatField, MODEL_CONFIG_FIELD
 from calculators.perf import ESTIMATE_FIELD, Estimate
-from calculators.families.serving._speculative_step import SpeculativeTargetStepOut, target_steps
+from calculators.families.serving._speculative_step import SpeculativeTargetStepOut, expected_tokens, target_steps
 
 
 def _out(x):
@@ -74,17 +74,6 @@ DraftLimit = Annotated[int, Field(ge=0, le=MAX_DRAFT_TOKENS)]
 #: draft and verify costs relative to one plain decode step
 CostRatio = Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
 PosCostRatio = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
-
-
-def expected_tokens(alpha: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """(1 − α^(k+1)) / (1 − α), with the limit k + 1 at α = 1."""
-    alpha = np.asarray(alpha, dtype=float)
-    k = np.asarray(k, dtype=float)
-    one = alpha >= 1.0
-    safe = np.where(one, 0.5, alpha)
-    val = -np.expm1((k + 1) * np.log(np.where(safe > 0, safe, 1.0))) / (1.0 - safe)
-    val = np.where(safe > 0, val, 1.0)
-    return np.where(one, k + 1.0, val)
 
 
 class Simulate(CalcRequest):
