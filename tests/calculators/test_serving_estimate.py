@@ -218,3 +218,22 @@ def test_an_engine_that_does_not_mix_prefill_into_decode_steps_stalls_its_decode
     apart = run(c, 400, 400, 1000, 64, 100, 2048, 1000, output_spread=0.5, mixed=False)
     assert apart.tpot_mean_s > mixed.tpot_mean_s
     assert apart.duration_s > mixed.duration_s
+
+
+@pytest.mark.parametrize("prompts, users, spread, slots, mixed", [
+    (300, 4, 0.0, 400, True),          # a long closed loop at low concurrency (the spans are long)
+    (400, 32, 0.5, 400, True),         # lengths spread: requests finish one by one
+    (200, 200, 0.5, 64, True),         # a burst capped by the slots: admissions wait for finishes
+    (150, 16, 0.3, 400, False),        # an engine that does not mix prefill into decode steps
+])
+def test_taking_pure_decode_spans_at_once_is_the_same_run_as_step_by_step(prompts, users, spread, slots, mixed):
+    """`run(skip_spans=True)` jumps over spans of decode steps in which nobody finishes or is admitted; every figure
+    of the run equals the step-by-step loop's (to rounding), including the step count."""
+    from calculators.families.serving._serving_estimate_model import run
+    c = curve(0.03)
+    args = (c, prompts, users, 900, 120, slots, 2048, 900)
+    kw = dict(output_spread=spread, input_spread=spread, mixed=mixed)
+    fast, slow = run(*args, **kw), run(*args, skip_spans=False, **kw)
+    assert fast.steps == slow.steps
+    for name in fast.__dataclass_fields__:
+        assert getattr(fast, name) == pytest.approx(getattr(slow, name), rel=1e-9, abs=1e-12), name
