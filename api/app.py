@@ -55,6 +55,23 @@ def open_store(settings: Settings) -> Store:
     return store
 
 
+def _warm_validation(store: Store) -> None:
+    """Start computing the store's validation report on a daemon thread (its persisted copy is read when there is
+    one): serving-estimate's calibration factors and the planner's class errors come from it, and the first request
+    that needs them would otherwise wait for the whole report. A failure is logged by the report's own readers."""
+    import threading
+
+    from knowledge.validation import cached_report
+
+    def work() -> None:
+        try:
+            cached_report(store)
+        except Exception as exc:      # noqa: BLE001 - the first request that needs it computes it again, or logs
+            log.warning("validation report not warmed (%s: %s)", type(exc).__name__, exc)
+
+    threading.Thread(target=work, name="casebook-validation-warm", daemon=True).start()
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
 
@@ -66,6 +83,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if opened:
             app.state.store = open_store(settings)
             app.state.search_index = build_index(app.state.store)
+            if settings.warm_validation:
+                _warm_validation(app.state.store)
             # Everything built so far lives as long as the worker: move it out of the collector's reach, so
             # that a full collection under load walks only what requests allocate (shorter pauses, p99)
             gc.collect()

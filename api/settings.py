@@ -96,6 +96,9 @@ class Settings:
     runtime_dir: Path = field(default_factory=lambda: Path(_env("CASEBOOK_RUNTIME_DIR", tempfile.gettempdir())))
     #: reference date of the default-price rule (ISO date; unset: today): offers older than 12 months before it are stale
     price_as_of: str = field(default_factory=lambda: _price_as_of("CASEBOOK_PRICE_AS_OF"))
+    #: compute the validation report (serving-estimate on every stored benchmark) on a thread at start-up, so that
+    #: the first calibrated estimate or plan does not wait for it
+    warm_validation: bool = field(default_factory=lambda: _env_bool("CASEBOOK_WARM_VALIDATION", True))
     version: str = VERSION
 
 

@@ -28,6 +28,9 @@ def pytest_configure(config):
     # the default-price rule drops offers over 12 months old: a fixed reference date keeps every answer that
     # prices hardware the same whatever day the suite runs (tests of the rule pass their own date)
     os.environ.setdefault("CASEBOOK_PRICE_AS_OF", PRICE_AS_OF)
+    # many tests start an app on a store of their own: a background validation report for each would only take CPU
+    # from the tests (those that need the report compute it, once per store content)
+    os.environ.setdefault("CASEBOOK_WARM_VALIDATION", "0")
 
 
 def pytest_report_header(config):
