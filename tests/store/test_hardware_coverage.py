@@ -77,9 +77,9 @@ def test_the_record_model_refuses_an_unknown_that_has_a_value_an_empty_reason_or
 
 
 def test_a_serving_calculator_refusing_a_record_quotes_its_reason(lookup):
-    reason = lookup("hardware", "mi250x")["unknown"]["memory_bandwidth_bytes_per_s"]
+    reason = lookup("hardware", "h20-sxm5-141gb")["unknown"]["memory_bandwidth_bytes_per_s"]
     with pytest.raises(CalcInputError) as exc:
-        run("serving-estimate", {"model": "llama-3.1-8b", "hardware": "mi250x", "tp": 1, "input_tokens": 1024,
+        run("serving-estimate", {"model": "llama-3.1-8b", "hardware": "h20-sxm5-141gb", "tp": 1, "input_tokens": 1024,
                                  "output_tokens": 128, "concurrency": 1}, lookup)
     assert exc.value.loc == ("hardware",)
     assert "has no sourced per-device memory or bandwidth" in str(exc.value)

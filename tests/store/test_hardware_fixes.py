@@ -206,3 +206,12 @@ def test_amd_figures_from_secondary_sources_say_so(lookup, hw_id, field, value, 
     assert "SECONDARY SOURCE" in fact["note"]
     assert field not in (rec.get("unknown") or {})
     assert lookup("source", source)["url"].startswith("https://")
+
+
+def test_mi250x_launch_figures_are_the_whole_oam_from_a_secondary_source(lookup):
+    rec = lookup("hardware", "mi250x")
+    assert rec["memory_bandwidth_bytes_per_s"]["value"] == 3.2e12 and rec["power_w"]["value"] == 560
+    assert set(rec["unknown"]) == {"peak_fp8_dense"}
+    spec = hardware_spec(lookup, "mi250x")
+    assert spec.peak("BF16").flop_per_s == 383e12 and spec.peak("FP16").flop_per_s == 383e12
+    assert all("SECONDARY SOURCE" in rec[f]["note"] for f in ("memory_bandwidth_bytes_per_s", "power_w"))
