@@ -188,6 +188,23 @@ def calibration_key(hardware: str, framework: str, basis: str) -> str:
     return f"{hardware}/{framework}/{basis}"
 
 
+def fitted_factor(lookup: Lookup, hardware: str, framework: str, basis: str = "bound") -> dict | None:
+    """The store's fitted factor record for this hardware × framework (else the hardware with any framework), with
+    its `key`; None when there is none."""
+    for fw in (framework, "*"):
+        key = calibration_key(hardware, fw, basis)
+        try:
+            return {**record(lookup, CALIBRATION, key, "calibration"), "key": key}
+        except CalcInputError:
+            continue
+    return None
+
+
+def has_factor(lookup: Lookup, hardware: str, framework: str, basis: str = "bound") -> bool:
+    """Whether the store has a fitted factor for this hardware × framework (or the hardware with any framework)."""
+    return fitted_factor(lookup, hardware, framework, basis) is not None
+
+
 def calibration(wanted: str, res, lookup: Lookup, hardware: str, framework: str, basis: str) -> dict:
     """The efficiency factor for this hardware × framework × basis (else for the hardware with any framework), as
     the answer's `calibration` block; `factor` multiplies every step time when `applied`. The answer says which
@@ -225,5 +242,5 @@ def calibration(wanted: str, res, lookup: Lookup, hardware: str, framework: str,
     return out
 
 
-__all__ = ["CALIBRATION", "FRAMEWORKS", "calibration", "calibration_key", "measured_figures", "nearest_points",
-           "request_of"]
+__all__ = ["CALIBRATION", "FRAMEWORKS", "calibration", "calibration_key", "fitted_factor", "has_factor", "measured_figures",
+           "nearest_points", "request_of"]

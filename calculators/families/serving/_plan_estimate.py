@@ -155,7 +155,7 @@ def re_estimate(req, res: Result, lookup: Lookup, plans: list[dict], pareto_ids:
 
 def verified(p: dict, measured: set[str], second: dict) -> bool:
     """A candidate `best` may be: re-estimated, or one the pass does not re-estimate by rule (disaggregated, on
-    hardware without measured kernels, or every candidate when the pass is skipped), not one left beyond the cap."""
+    hardware without measured kernels or a fitted factor, or every candidate when the pass is skipped), not one left beyond the cap."""
     return (p["figures"] == "serving-estimate" or p["mode"] == "disaggregated" or p["hardware"] not in measured
             or second["skipped"] is not None)
 
@@ -165,14 +165,15 @@ def say_second_pass(res: Result, second: dict) -> None:
         res.assume(f"No candidate is re-estimated by serving-estimate: {second['skipped']}; every figure is the screen's.")
         return
     res.assume(f"Second pass: the {second['re_estimated']} cheapest aggregated candidates on hardware with measured kernels "
-               f"that meet the SLOs on the screen or sit on its Pareto front (at most {second['limit']}, more only until "
+               "or a fitted calibration factor (serving-estimate scales its bound step times by it) that meet the "
+               f"SLOs on the screen or sit on its Pareto front (at most {second['limit']}, more only until "
                "one meets them) are re-estimated by serving-estimate at the plan's load (Poisson arrivals at "
                "arrival_rate_per_s over the replicas, max_num_seqs = batch): continuous batching with chunked prefill, "
                "so TPOT carries the prefill interference and TTFT the queueing for the token budget. Their ttft_s "
                "(p90), tpot_s and meets_slo are serving-estimate's (`figures`: serving-estimate; the screen's under "
                f"`screen`); {second['meeting_slo']} of them meet the SLOs. Every other row keeps the screen's figures "
                "(`figures`: screen): disaggregated pools (serving-estimate models aggregated engines), hardware without "
-               "measured kernels (serving-estimate would time it at the peak-rate bound), and rows beyond the cap, "
+               "measured kernels or a fitted factor (serving-estimate would time it at the peak-rate bound), and rows beyond the cap, "
                "which are not chosen as best.")
 
 

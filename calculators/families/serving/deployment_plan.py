@@ -35,6 +35,7 @@ from calculators.framework import (
     Profile, request_inputs, request_value, Result, Series,
 )
 from calculators.families.serving._deployment_plan_outputs import DeploymentPlanOutputs
+from calculators.families.serving._benchmark_points import fitted_factor, has_factor
 from calculators.families.serving._launch_config import launch_for_plan
 from calculators.families.serving._plan_estimate import (
     describe_best, re_estimate, say_second_pass, second_pass_work, verified,
@@ -188,6 +189,15 @@ def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_li
             derate.setdefault("tpot", []).append(float(np.median(step[ok] / step_bound[ok])))
             derate.setdefault("prefill", []).append(float(np.median(t_prefill[ok] / t_prefill_bound[ok])))
             derate.setdefault("from", []).append(hw_id)
+    elif req.estimate != "bound" and (fit := fitted_factor(lookup, hw_id, req.framework)) is not None:
+        # no measured kernels, but published runs on this hardware: the bound scaled by the factor fitted on them
+        k = float(fit["factor"])
+        step, t_prefill = step_bound * k, t_prefill_bound * k
+        srcs = ", ".join(fit.get("sources") or [])
+        source = (f"bound × {num(k, 3)}: the calibration factor fitted on {int(fit.get('points') or 0)} published runs "
+                  f"({fit['key']}: {srcs}), as {hw_id} has no measured kernels")
+        res.assume(f"{hw_id} has no measured kernels: its step times are its peak-rate bounds × {num(k, 3)}, the factor "
+                   f"serving-estimate's calibration fitted on {int(fit.get('points') or 0)} published runs ({srcs}).")
     elif derate.get("tpot"):
         # no measured kernels here: scale the bound by what measured hardware in this plan showed, so that
         # measured and unmeasured devices compete on the same footing
@@ -472,7 +482,11 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
         if note not in lay.notes:
             res.assume(note)
     # the second pass: the shortlist re-estimated by serving-estimate at the plan's load, SLOs checked again
+    # re-estimated: hardware with measured kernels, and hardware timed at its bound that has a fitted calibration
+    # factor (serving-estimate applies it; without one the bound is as optimistic as the screen's)
     measured = {p["hardware"] for p in plans if p["step_source"].startswith("measured")}
+    measured |= {p["hardware"] for p in plans if p["hardware"] not in measured
+                 and has_factor(lookup, p["hardware"], req.framework)}
     second = re_estimate(req, res, lookup, plans, {id(p) for p in _pareto(plans)}, measured)
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None and verified(p, measured, second)]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
