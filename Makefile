@@ -33,7 +33,7 @@ test: install-test
 	@[ -n "$$CASEBOOK_MEASUREMENT_WHEEL" ] || ls $(MEASUREMENT_WHEEL_GLOB) >/dev/null 2>&1 || \
 		$(PIP) download -q --no-deps aiconfigurator-core==0.12.0 -d $(WHEEL_DIR)
 	CASEBOOK_MEASUREMENT_WHEEL=$${CASEBOOK_MEASUREMENT_WHEEL:-$$(ls $(MEASUREMENT_WHEEL_GLOB) | head -n 1)} \
-		$(PY) -m pytest -q -p no:cacheprovider -n auto
+		$(PY) -m pytest -q -p no:cacheprovider -n auto --durations=25
 
 bench: install
 	$(PY) benchmarks/bench_calculators.py
