@@ -176,7 +176,7 @@ def test_a_calculation_past_its_cpu_budget_stops_with_a_503_and_the_next_is_answ
     assert r.headers["content-type"].startswith(PROBLEM)
     p = r.json()
     assert p["type"].endswith("overrun") and p["limit"]["env"] == "CASEBOOK_LIMIT_GUARD_CPU_S"
-    assert p["spent_cpu_s"] > 0.001
+    assert p["spent_cpu_s"] >= 0.001          # at least the budget it ran past (the answer rounds to 1 ms)
     monkeypatch.delenv("CASEBOOK_LIMIT_GUARD_CPU_S")
     ok = client.post("/api/v1/calculators/speculative-decoding", json=speculative_item(200_000))
     assert ok.status_code == 200, ok.text[:300]
