@@ -485,8 +485,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     # re-estimated: hardware with measured kernels, and hardware timed at its bound that has a fitted calibration
     # factor (serving-estimate applies it; without one the bound is as optimistic as the screen's)
     measured = {p["hardware"] for p in plans if p["step_source"].startswith("measured")}
-    measured |= {p["hardware"] for p in plans if p["hardware"] not in measured
-                 and has_factor(lookup, p["hardware"], req.framework)}
+    measured |= {hw for hw in {p["hardware"] for p in plans} - measured if has_factor(lookup, hw, req.framework)}
     second = re_estimate(req, res, lookup, plans, {id(p) for p in _pareto(plans)}, measured)
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None and verified(p, measured, second)]
     best = min(eligible, key=lambda p: (p["cost_per_mtok_usd"], p["total_devices"], p["tp"])) if eligible else None
