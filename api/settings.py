@@ -98,7 +98,7 @@ class Settings:
     price_as_of: str = field(default_factory=lambda: _price_as_of("CASEBOOK_PRICE_AS_OF"))
     #: compute the validation report (serving-estimate on every stored benchmark) on a thread at start-up, so that
     #: the first calibrated estimate or plan does not wait for it
-    warm_validation: bool = field(default_factory=lambda: _env_bool("CASEBOOK_WARM_VALIDATION", True))
+    warm_validation: bool = field(default_factory=lambda: _env_bool("CASEBOOK_WARM_VALIDATION", False))
     version: str = VERSION
 
 
