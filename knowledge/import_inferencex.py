@@ -1,0 +1,199 @@
+"""InferenceX benchmark snapshots → benchmark records (knowledge/data/benchmarks/inferencex.yaml), issue #25 item 3.
+
+InferenceX (SemiAnalysis) publishes its nightly serving runs through an API whose recorded responses the InferenceX-app
+repository keeps as Cypress fixtures (`packages/app/cypress/fixtures/api/benchmarks.json`). Each entry is one run:
+hardware, framework, precision, prefill/decode TP/EP/attention-DP, ISL/OSL, max concurrency, container image, date,
+the GitHub Actions run that measured it, and its metrics (seconds; tokens/s per GPU).
+
+What this converts, and how:
+- single-node, aggregated runs only (`disagg` and `is_multinode` false): the estimate has no model of disaggregated
+  prefill/decode; the count of entries left out is printed;
+- every framework InferenceX runs single-node (SGLang, TensorRT-LLM, vLLM, AMD ATOM); ATOM and MTP runs are stored and
+  listed by the validation as not compared, with the reason;
+- one record per configuration (hardware, framework, precision, speculative method, TP, EP, attention DP, ISL, OSL,
+  concurrency): the newest run over all snapshots given and the records already in the file, so a configuration
+  measured on several nights counts once, at its newest software;
+- the framework version is the tag of the container image (`lmsysorg/sglang:v0.5.12-cu130` → 0.5.12); a run without
+  an image has no version;
+- the GPU count is the decode TP: the API's `num_decode_gpu` is TP × EP for expert-parallel runs (64 for TP 8 × EP 8
+  on one 8-GPU node), while its per-GPU figures divide by TP (Little's law on concurrency, E2E and mean output length
+  gives TP × the per-GPU figure on every single-node entry);
+- output tokens/s are InferenceX's per-GPU figure times the GPU count (the record says it is derived);
+- an entry is left out, and counted, when its figures contradict each other or the store's plausibility rules: output
+  tokens/s more than 25 % from Little's law (concurrency ÷ mean E2E × mean output length), or an ITL over 10 s.
+
+Usage (the fixture file is read from a fetched copy of the repository, never committed here):
+    python -m knowledge.import_inferencex --snapshot FIXTURE.json URL [--snapshot ...] --out PATH
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import yaml
+
+SOURCE = "inferencex-api-snapshot"
+HARDWARE = {"h100": ("h100-sxm", "NVIDIA H100 SXM"), "h200": ("h200-sxm", "NVIDIA H200 SXM"),
+            "b200": ("b200-sxm", "NVIDIA B200"), "b300": ("b300-sxm", "NVIDIA B300"),
+            "gb200": ("gb200", "NVIDIA GB200"), "gb300": ("gb300-superchip", "NVIDIA GB300"),
+            "mi300x": ("mi300x", "AMD Instinct MI300X"), "mi325x": ("mi325x", "AMD Instinct MI325X"),
+            "mi355x": ("mi355x", "AMD Instinct MI355X")}
+FRAMEWORK = {"sglang": ("sglang", None), "trt": ("trtllm", None), "vllm": ("vllm", None), "atom": ("other", "AMD ATOM")}
+MODELS = {"dsr1": ("deepseek-r1", "deepseek-ai/DeepSeek-R1")}
+RANGE_RATIO = 0.8
+NOTE = ("output_tokens_per_s and total_tokens_per_s = InferenceX's per-GPU figure x {n} GPUs (derived by us); "
+        "input/output_tokens are the nominal ISL/OSL of InferenceX's random dataset, drawn with a range ratio, uniform "
+        "in [0.8, 1.0] x nominal, so the means are about 0.9 x nominal (Little's law on these figures agrees). "
+        "InferenceX's 'dsr1' is DeepSeek-R1 (its FP4 runs use quantized R1-0528 checkpoints).{fp4} Snapshot of the "
+        "InferenceX API kept as a test fixture in the InferenceX-app repository; the run_url is the GitHub Actions run "
+        "that measured it.")
+FP4 = " FP4 checkpoint (NVFP4 on NVIDIA, MXFP4 on AMD; InferenceX labels both 'fp4')."
+
+
+def version_of(image: str | None) -> str | None:
+    """The framework version a container tag names, or None."""
+    if not image or ":" not in image:
+        return None
+    tag = image.rsplit(":", 1)[1]
+    if image.startswith("rocm/atom"):
+        m = re.search(r"atom(\d[\w.]*)", tag)
+        return f"{m.group(1)} ({tag})" if m else tag
+    m = re.match(r"v?(\d+\.\d+[\w.]*?)(?:-(?:cu|rocm|amd)\w*.*)?$", tag)
+    return m.group(1) if m else tag
+
+
+def config_key(r: dict) -> tuple:
+    cfg = r["config"]
+    return (r["hardware"], r.get("framework_name") or r["framework"], r["weight_format"], cfg.get("spec_decoding"),
+            r["tp"], r["ep"], bool(r["dp_attention"]), r["input_tokens"], r["output_tokens"], r["load"]["concurrency"])
+
+
+def _ms(m: dict, name: str, stats=("mean", "median", "p90", "p99")) -> dict | None:
+    out = {s: m[f"{s}_{name}"] for s in stats if isinstance(m.get(f"{s}_{name}"), (int, float))}
+    return out or None
+
+
+def implausible(e: dict) -> str | None:
+    """Why an entry's figures cannot all be right, or None."""
+    m = e["metrics"]
+    if any(isinstance(m.get(f"{s}_itl"), (int, float)) and m[f"{s}_itl"] > 10 for s in ("mean", "median", "p99")):
+        return "an ITL over 10 s"
+    out, e2e = m.get("output_tput_per_gpu"), m.get("mean_e2el")
+    if out and e2e:
+        little = e["conc"] / e2e * e["osl"] * (1 + RANGE_RATIO) / 2 / e["decode_tp"]
+        if abs(out / little - 1) > 0.25:
+            return "output tokens/s more than 25 % from Little's law"
+    return None
+
+
+def record_of(e: dict, url: str) -> dict | None:
+    """One fixture entry as a benchmark record, or None when it is out of scope (multi-node or disaggregated, or a
+    model/hardware/framework this converter does not name)."""
+    if e.get("disagg") or e.get("is_multinode"):
+        return None
+    if e["hardware"] not in HARDWARE or e["framework"] not in FRAMEWORK or e["model"] not in MODELS:
+        return None
+    hw, hw_name = HARDWARE[e["hardware"]]
+    fw, fw_name = FRAMEWORK[e["framework"]]
+    model, model_hf = MODELS[e["model"]]
+    m = e["metrics"]
+    n = int(e["decode_tp"])
+    spec = None if e.get("spec_method") in (None, "none") else e["spec_method"]
+    date = e["date"]
+    ident = (f"inferencex-{e['model']}-{e['precision']}-{e['hardware']}-{e['framework']}"
+             f"{'-' + spec if spec else ''}-tp{e['decode_tp']}-ep{e['decode_ep']}{'-dpa' if e['decode_dp_attention'] else ''}"
+             f"-c{e['conc']}-{e['isl'] // 1024}k{e['osl'] // 1024}k-{date.replace('-', '')}")
+    locator = (f"entry hardware={e['hardware']} framework={e['framework']} model={e['model']} precision={e['precision']} "
+               f"spec_method={e.get('spec_method')} decode_tp={e['decode_tp']} decode_ep={e['decode_ep']} "
+               f"decode_dp_attention={str(e['decode_dp_attention']).lower()} isl={e['isl']} osl={e['osl']} "
+               f"conc={e['conc']} date={date} run_url={e['run_url']}")
+    out_gpu = m.get("output_tput_per_gpu")
+    measured = {k: v for k, v in {
+        "ttft_s": _ms(m, "ttft"), "tpot_s": _ms(m, "tpot"), "itl_s": _ms(m, "itl", ("mean", "median", "p99")),
+        "e2e_s": _ms(m, "e2el", ("mean", "median")),
+        "output_tokens_per_s": round(out_gpu * n, 3) if out_gpu else None,
+        "output_tokens_per_s_per_device": out_gpu,
+        "total_tokens_per_s": round(m["tput_per_gpu"] * n, 3) if m.get("tput_per_gpu") else None,
+    }.items() if v is not None}
+    published = ", ".join(f"{k} {m[k]}{' s' if k.endswith(('tpot', 'ttft', 'e2el')) else ''}"
+                          for k in ("tput_per_gpu", "output_tput_per_gpu", "median_tpot", "mean_tpot", "median_ttft",
+                                    "mean_ttft", "p99_ttft", "median_e2el") if k in m)
+    rec = {
+        "id": ident, "source": SOURCE, "url": url, "locator": locator, "date": date,
+        "model": model, "model_hf": model_hf, "hardware": hw, "hardware_name": hw_name, "devices": n,
+        "framework": fw, **({"framework_name": fw_name} if fw_name else {}),
+        "framework_version": version_of(e.get("image")),
+        "weight_format": e["precision"], "kv_format": None,
+        "tp": e["decode_tp"], "pp": 1, "ep": e["decode_ep"], "dp_attention": bool(e["decode_dp_attention"]),
+        "replicas": 1, "input_tokens": e["isl"], "output_tokens": e["osl"], "dataset": "random",
+        "load": {"concurrency": e["conc"]},
+        "config": {"image": e.get("image"), "spec_decoding": spec, "disagg": False, "run_url": e["run_url"],
+                   "random_range_ratio": RANGE_RATIO,
+                   "random_range_ratio_source": "RANDOM_RANGE_RATIO default in InferenceX .github/workflows/benchmark-tmpl.yml"},
+        "measured": measured, "as_published": published,
+        "note": NOTE.format(n=n, fp4=FP4 if e["precision"] == "fp4" else ""),
+    }
+    return rec
+
+
+def merge(existing: list[dict], snapshots: list[tuple[list[dict], str]]) -> tuple[list[dict], Counter]:
+    """The records of `existing` and of every snapshot entry, one per configuration (the newest date; on a tie the
+    one seen first, existing records first), and a count of what was left out and why."""
+    left = Counter()
+    best: dict[tuple, dict] = {}
+    order: list[tuple] = []
+
+    def offer(r: dict) -> None:
+        k = config_key(r)
+        if k not in best:
+            best[k] = r
+            order.append(k)
+        elif r["date"] > best[k]["date"]:
+            best[k] = r
+            left["an older run of a configuration kept at its newest"] += 1
+        elif r["id"] != best[k]["id"]:
+            left["an older run of a configuration kept at its newest"] += 1
+
+    for r in existing:
+        offer(r)
+    for entries, url in snapshots:
+        for e in entries:
+            r = record_of(e, url)
+            if r is None:
+                why = ("multi-node or disaggregated" if e.get("disagg") or e.get("is_multinode")
+                       else f"not mapped: {e['hardware']}/{e['framework']}/{e['model']}")
+                left[why] += 1
+                continue
+            why = implausible(e)
+            if why:
+                left[f"figures that contradict each other: {why}"] += 1
+                continue
+            offer(r)
+    return [best[k] for k in order], left
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--snapshot", nargs=2, action="append", metavar=("FIXTURE", "URL"), required=True,
+                    help="a benchmarks.json fixture and the URL (repository, commit, path) it was read at")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / "benchmarks" / "inferencex.yaml")
+    args = ap.parse_args(argv)
+    existing = yaml.safe_load(args.out.read_text()) if args.out.exists() else []
+    snaps = [(orjson.loads(Path(f).read_bytes()), url) for f, url in args.snapshot]
+    records, left = merge(existing or [], snaps)
+    head = ("# InferenceX (SemiAnalysis) single-node DeepSeek-R1 serving points as benchmark records (issue #25 item 3); "
+            "closed-loop vllm-bench-serve style runs. Written by `python -m knowledge.import_inferencex` (its "
+            "docstring says how), one record per configuration at its newest run.\n")
+    args.out.write_text(head + yaml.safe_dump(records, sort_keys=False, allow_unicode=True, width=120))
+    print(f"{len(records)} records written to {args.out}")
+    for why, n in left.most_common():
+        print(f"  left out: {n} × {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""knowledge.import_inferencex: InferenceX fixture entries become benchmark records by stated rules (the fixture itself
+is never committed, so these entries are written here in its shape)."""
+from __future__ import annotations
+
+import copy
+
+import orjson
+import pytest
+import yaml
+
+from knowledge import import_inferencex as IX
+
+URL = "https://github.com/example/InferenceX-app/blob/0000000/packages/app/cypress/fixtures/api/benchmarks.json"
+
+
+def entry(**over) -> dict:
+    conc, osl, tp = over.get("conc", 16), over.get("osl", 1024), over.get("decode_tp", 8)
+    e2e = 20.0
+    # figures that agree with Little's law: conc ÷ E2E × mean OSL (0.9 × nominal) = TP × per-GPU output tokens/s
+    out_gpu = conc / e2e * osl * 0.9 / tp
+    e = {"hardware": "h200", "framework": "sglang", "model": "dsr1", "precision": "fp8", "spec_method": "none",
+         "disagg": False, "is_multinode": False, "prefill_tp": tp, "prefill_ep": 1, "prefill_dp_attention": False,
+         "prefill_num_workers": 0, "decode_tp": tp, "decode_ep": 1, "decode_dp_attention": False,
+         "decode_num_workers": 0, "num_prefill_gpu": tp, "num_decode_gpu": tp, "isl": 1024, "osl": osl, "conc": conc,
+         "image": "lmsysorg/sglang:v0.5.12-cu130",
+         "metrics": {"mean_tpot": 0.02, "median_tpot": 0.021, "p99_tpot": 0.03, "mean_ttft": 0.4, "median_ttft": 0.3,
+                     "p90_ttft": 0.6, "p99_ttft": 1.2, "mean_itl": 0.02, "median_itl": 0.019, "p99_itl": 0.05,
+                     "mean_e2el": e2e, "median_e2el": 19.0, "output_tput_per_gpu": out_gpu,
+                     "tput_per_gpu": 2 * out_gpu},
+         "date": "2026-05-01", "run_url": "https://github.com/SemiAnalysisAI/InferenceX/actions/runs/1/attempts/1"}
+    metrics = over.pop("metrics", None)
+    e.update(over)
+    if metrics:
+        e["metrics"].update(metrics)
+    return e
+
+
+def test_an_entry_becomes_a_record_with_its_figures_and_provenance():
+    r = IX.record_of(entry(), URL)
+    assert r["id"] == "inferencex-dsr1-fp8-h200-sglang-tp8-ep1-c16-1k1k-20260501"
+    assert (r["hardware"], r["framework"], r["framework_version"], r["model"]) == ("h200-sxm", "sglang", "0.5.12", "deepseek-r1")
+    assert (r["url"], r["source"]) == (URL, IX.SOURCE)
+    assert "conc=16" in r["locator"] and "run_url=https://github.com/SemiAnalysisAI" in r["locator"]
+    assert r["measured"]["tpot_s"] == {"mean": 0.02, "median": 0.021, "p99": 0.03}
+    assert r["measured"]["ttft_s"]["p90"] == 0.6
+    assert r["measured"]["output_tokens_per_s"] == pytest.approx(8 * r["measured"]["output_tokens_per_s_per_device"], rel=1e-6)
+    assert r["load"] == {"concurrency": 16} and r["config"]["random_range_ratio"] == 0.8
+
+
+def test_the_gpu_count_is_the_decode_tp_not_the_apis_tp_times_ep():
+    r = IX.record_of(entry(decode_ep=8, num_decode_gpu=64), URL)
+    assert (r["devices"], r["tp"], r["ep"]) == (8, 8, 8)
+
+
+@pytest.mark.parametrize("image, version", [
+    ("lmsysorg/sglang:v0.5.10.post1-cu130", "0.5.10.post1"),
+    ("lmsysorg/sglang:v0.5.9-rocm700-mi30x", "0.5.9"),
+    ("nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14", "1.3.0rc14"),
+    ("rocm/atom:rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3",
+     "0.1.3 (rocm7.2.4_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom0.1.3)"),
+    (None, None),
+])
+def test_the_framework_version_is_the_image_tag(image, version):
+    assert IX.version_of(image) == version
+
+
+def test_multi_node_disaggregated_and_unmapped_entries_are_left_out():
+    assert IX.record_of(entry(disagg=True), URL) is None
+    assert IX.record_of(entry(is_multinode=True), URL) is None
+    assert IX.record_of(entry(hardware="tpu9"), URL) is None
+
+
+def test_one_record_per_configuration_the_newest_run_kept():
+    old, new = entry(date="2026-02-01"), entry(date="2026-05-20")
+    other = entry(conc=32)
+    records, left = IX.merge([], [([old, other], URL), ([new], URL)])
+    assert [r["date"] for r in records] == ["2026-05-20", "2026-05-01"]
+    assert left["an older run of a configuration kept at its newest"] == 1
+
+
+def test_entries_whose_figures_contradict_each_other_are_left_out_and_counted():
+    bad_little = entry(metrics={"output_tput_per_gpu": 10 * entry()["metrics"]["output_tput_per_gpu"]})
+    bad_itl = entry(conc=64, metrics={"mean_itl": 12.0})
+    records, left = IX.merge([], [([bad_little, bad_itl, entry(conc=8)], URL)])
+    assert [r["load"]["concurrency"] for r in records] == [8]
+    assert sum(n for why, n in left.items() if why.startswith("figures that contradict")) == 2
+
+
+def test_the_script_writes_the_records_and_rerunning_it_changes_nothing(tmp_path):
+    fixture = tmp_path / "benchmarks.json"
+    fixture.write_bytes(orjson.dumps([entry(), entry(decode_ep=8, num_decode_gpu=64, conc=64), entry(disagg=True)]))
+    out = tmp_path / "inferencex.yaml"
+    assert IX.main(["--snapshot", str(fixture), URL, "--out", str(out)]) == 0
+    records = yaml.safe_load(out.read_text())
+    assert len(records) == 2
+    again = copy.deepcopy(records)
+    assert IX.main(["--snapshot", str(fixture), URL, "--out", str(out)]) == 0     # idempotent over its own output
+    assert yaml.safe_load(out.read_text()) == again
+
+
+def test_the_stored_inferencex_points_follow_the_rules():
+    from knowledge.loader import DATA_DIR
+
+    records = yaml.safe_load((DATA_DIR / "benchmarks" / "inferencex.yaml").read_text())
+    keys = [IX.config_key(r) for r in records]
+    assert len(keys) == len(set(keys)), "a configuration stored twice"
+    for r in records:
+        assert r["devices"] == r["tp"], r["id"]
+        m = r["measured"]
+        if m.get("output_tokens_per_s_per_device") and (m.get("e2e_s") or {}).get("mean"):
+            little = r["load"]["concurrency"] / m["e2e_s"]["mean"] * r["output_tokens"] * 0.9 / r["tp"]
+            assert abs(m["output_tokens_per_s_per_device"] / little - 1) <= 0.25, r["id"]
