@@ -307,6 +307,8 @@ class ValidationRow(BaseModel):
     model_family: Optional[str] = None
     hardware: Optional[str] = Field(None, description="Store hardware id (null: not in the catalogue).")
     hardware_name: Optional[str] = Field(None, description="The accelerator as published.")
+    hardware_family: Optional[str] = Field(None, description="The calibration group of the hardware's architecture "
+                                           "(\"arch:\" + the architecture its record names), null when it names none.")
     devices: Optional[int] = None
     framework: str
     load: str = Field(description="concurrency, poisson, offline or burst when compared; else the load's kind.")

@@ -12,7 +12,8 @@ fixed), so those points are estimated again with the factor.
 The fit. A point asks for log k = the mean of log(measured TPOT / estimated TPOT) and log(estimated tokens/s per
 device / measured), over the figures it publishes; a group's factor is exp(median) of its points' values (robust to
 a stray point), fitted only where the group has at least MIN_POINTS points. Groups: hardware × framework × basis,
-and hardware × any framework × basis (the estimate uses the first that exists). TTFT is not fitted on: the
+hardware × any framework × basis, then the devices of the hardware's architecture (as its record names it, e.g. CDNA 3
+for MI300X and MI325X) × framework and × any framework (the estimate uses the first that exists). TTFT is not fitted on: the
 estimate's TTFT errors are dominated by what the step model leaves out (queueing of bursts), not by step speed.
 
 The validation. For each source S, factors are fitted on every other source and S's points are estimated with
@@ -27,7 +28,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from calculators.families.serving._benchmark_points import CALIBRATION, calibration_key
+from calculators.families.serving._benchmark_points import CALIBRATION, FAMILY, calibration_key, candidate_keys
 
 #: the lookup kind that answers a factor by `calibration_key(hardware, framework, basis)`
 KIND = CALIBRATION
@@ -37,21 +38,23 @@ MIN_POINTS = 2
 #: measured kernels are fitted and reported but not applied: on the stored points they did not carry over from one
 #: source to another (an offline trtllm-bench table asks for faster steps, the closed-loop runs of the same GPUs for
 #: none), so leaving each source out made every measured-kernel source worse; the report prints both.
-APPLIED = ("bound",)
+APPLIED = ("bound", "proxy")
 #: the figures a factor is fitted on (TTFT is not: see the module docstring)
 FITTED = ("tpot_s", "output_tokens_per_s_per_device")
 METRICS = ("tpot_s", "output_tokens_per_s_per_device", "ttft_s")
-MODEL = ("One factor k per hardware × framework × basis of the step times (measured kernels or the peak-rate "
-         "bound), else per hardware × any framework, multiplies every step time (decode, prefill, collectives; not "
-         "the floor). Fitted as exp(median over the group's points of log k), a point's log k being the mean of "
+MODEL = ("One factor k per hardware × framework × basis of the step times (measured kernels, a proxy device's "
+         "measured kernels, or the peak-rate bound), else per hardware × any framework, else per architecture (all "
+         "devices a hardware record names the same architecture, × framework, then any), multiplies every step "
+         "time (decode, prefill, collectives; not the floor). Fitted as exp(median over the group's points of log k), a point's log k being the mean of "
          f"log(measured / estimated TPOT) and log(estimated / measured tokens/s per device); only groups of ≥ "
          f"{MIN_POINTS} points get one. Validation: each source's points are estimated with factors fitted on the "
          "other sources only.")
 
 
 def basis_kind(basis: str | None) -> str:
-    """"bound" or "measured": what an estimate's step times rest on (its `basis` text)."""
-    return "bound" if (basis or "bound").startswith("bound") else "measured"
+    """"bound", "proxy" or "measured": what an estimate's step times rest on (its `basis` text)."""
+    text = basis or "bound"
+    return "bound" if text.startswith("bound") else ("proxy" if text.startswith("proxy") else "measured")
 
 
 def _ok(x: Any) -> bool:
@@ -70,9 +73,9 @@ def residual(row: dict) -> float | None:
     return sum(logs) / len(logs) if logs else None
 
 
-def _groups(row: dict) -> tuple[str, str]:
-    hw, fw, b = row["hardware"], row["framework"], basis_kind(row.get("basis"))
-    return calibration_key(hw, fw, b), calibration_key(hw, "*", b)
+def _groups(row: dict) -> list[str]:
+    return [k for k, _ in candidate_keys(row["hardware"], row["framework"], basis_kind(row.get("basis")),
+                                         row.get("hardware_family"))]
 
 
 def fit(rows: list[dict]) -> dict[str, dict]:
@@ -90,7 +93,7 @@ def fit(rows: list[dict]) -> dict[str, dict]:
     for key, members in sorted(found.items()):
         if len(members) < MIN_POINTS:
             continue
-        hw, fw, b = key.split("/")
+        hw, fw, b = key.rsplit("/", 2)
         logs = [v for _, v in members]
         log_k = statistics.median(logs)
         out[key] = {"id": key, "hardware": hw, "framework": None if fw == "*" else fw, "basis": b,
@@ -101,9 +104,20 @@ def fit(rows: list[dict]) -> dict[str, dict]:
     return out
 
 
-def choose(factors: dict[str, dict], hardware: str, framework: str, basis: str) -> dict | None:
-    """The factor the estimate uses for this deployment: hardware × framework, else hardware × any framework."""
-    return factors.get(calibration_key(hardware, framework, basis)) or factors.get(calibration_key(hardware, "*", basis))
+def choose(factors: dict[str, dict], hardware: str, framework: str, basis: str, family: str | None = None) -> dict | None:
+    """The factor the estimate uses for this deployment: hardware × framework, else hardware × any framework, else
+    its architecture's devices × framework, else with any framework."""
+    for key, _ in candidate_keys(hardware, framework, basis, family):
+        if key in factors:
+            return factors[key]
+    return None
+
+
+def group_of(f: dict) -> str:
+    """What a factor's group is, in words."""
+    if f["hardware"].startswith(FAMILY):
+        return f"{f['hardware'].removeprefix(FAMILY)} devices" + (" × framework" if f["framework"] else "")
+    return "hardware × framework" if f["framework"] else "hardware"
 
 
 def scaled(predicted: dict, k: float) -> dict:
@@ -128,8 +142,8 @@ def _why_none(row: dict, train: list[dict], source: str) -> str:
     same_hw = [r for r in train if r.get("compared") and r["hardware"] == hw and basis_kind(r.get("basis")) == b
                and residual(r) is not None]
     if not same_hw:
-        return (f"no factor in this fold: {hw} ({b} step times) is measured by no source but {source}, so its "
-                "points keep the uncalibrated estimate")
+        return (f"no factor in this fold: {hw} ({b} step times) is measured by no source but {source}, nor is any "
+                "device of its architecture, so its points keep the uncalibrated estimate")
     return (f"no factor in this fold: the other sources have {len(same_hw)} point(s) of {hw} ({b} step times), "
             f"fewer than {MIN_POINTS}, so its points keep the uncalibrated estimate")
 
@@ -151,7 +165,7 @@ def leave_one_source_out(rows: list[dict], rerun: Callable[[dict, dict], dict | 
         factors = applied(fit(train), bases)
         for r in (r for r in compared if r["source"] == source):
             b = basis_kind(r.get("basis"))
-            f = choose(factors, r["hardware"], r["framework"], b)
+            f = choose(factors, r["hardware"], r["framework"], b, r.get("hardware_family"))
             entry: dict[str, Any] = {"fold": f"fitted without {source}", "factor": None, "group": None,
                                      "fitted_on": {"points": 0, "sources": []}, "note": None}
             if f is None:
@@ -162,7 +176,7 @@ def leave_one_source_out(rows: list[dict], rerun: Callable[[dict, dict], dict | 
                 pred = scaled(r["predicted"], f["factor"])
                 if r.get("load") == "poisson" and rerun is not None:
                     pred = rerun(r, f) or pred
-                entry.update(factor=f["factor"], group="hardware × framework" if f["framework"] else "hardware",
+                entry.update(factor=f["factor"], group=group_of(f),
                              fitted_on={"points": f["points"], "sources": f["sources"]})
             entry["predicted"], entry["errors"] = pred, errors(pred, r["measured"])
             out[r["id"]] = entry
@@ -211,5 +225,5 @@ def targets(uncalibrated: dict, loso: dict) -> list[dict]:
     return out
 
 
-__all__ = ["APPLIED", "FITTED", "applied", "KIND", "MIN_POINTS", "MODEL", "TARGETS", "basis_kind", "choose", "errors", "factor_errors",
+__all__ = ["APPLIED", "FITTED", "applied", "group_of", "KIND", "MIN_POINTS", "MODEL", "TARGETS", "basis_kind", "choose", "errors", "factor_errors",
            "fit", "leave_one_source_out", "residual", "scaled", "targets"]

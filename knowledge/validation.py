@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 
-from calculators.families.serving._benchmark_points import FRAMEWORKS, measured_figures, request_of
+from calculators.families.serving._benchmark_points import FRAMEWORKS, hardware_family, measured_figures, request_of
 from calculators.framework import CalcInputError, Lookup, limits, runner
 from calculators.framework.limits import Overrun
 from knowledge import serving_calibration as SC
@@ -60,6 +60,7 @@ class Row:
     framework: str
     load: str
     compared: bool
+    hardware_family: str | None = None
     reason: str | None = None
     mapping: list[str] = field(default_factory=list)
     request: dict | None = None
@@ -99,7 +100,8 @@ def validate_point(point: dict, lookup: Lookup) -> Row:
     load = point.get("load") or {}
     base = dict(id=point["id"], source=point.get("source", "?"), model=point.get("model"),
                 hardware=point.get("hardware"), framework=point.get("framework", "?"),
-                load=next(iter(load), "?"))
+                load=next(iter(load), "?"),
+                hardware_family=hardware_family(lookup, point["hardware"]) if point.get("hardware") else None)
     meas = measured_figures(point)
     body, kind, mapping = request_of(point, lookup)
     if body is None:

@@ -71,6 +71,32 @@ def test_hardware_that_only_its_own_source_measured_gets_no_factor_and_says_so()
     assert SC.leave_one_source_out(meas, bases=("bound", "measured"))["m1"]["factor"] == pytest.approx(3.0)
 
 
+def test_a_device_only_its_own_source_measured_takes_its_architectures_factor_from_the_other_sources():
+    fam = "arch:CDNA 3"
+    rows = [row("a1", "A", hardware="mi325x", basis="proxy (x)", tpot=(0.01, 0.025)),
+            row("a2", "A", hardware="mi325x", basis="proxy (x)", tpot=(0.01, 0.025)),
+            row("b1", "B", basis="proxy (x)", tpot=(0.01, 0.02), tok=(200, 100)),
+            row("b2", "B", basis="proxy (x)", tpot=(0.01, 0.02), tok=(200, 100))]
+    for r in rows:
+        r["hardware_family"] = fam
+    f = SC.fit(rows)
+    assert f[calibration_key(fam, "vllm", "proxy")]["points"] == 4
+    assert SC.choose(f, "mi325x", "vllm", "proxy", fam) is f[calibration_key("mi325x", "vllm", "proxy")]
+    loso = SC.leave_one_source_out(rows)
+    # A's MI325X points: no MI325X factor without A, so the CDNA 3 factor of B's MI300X points (× 2)
+    assert loso["a1"]["factor"] == pytest.approx(2.0) and loso["a1"]["group"] == "CDNA 3 devices × framework"
+    assert loso["a1"]["fitted_on"]["sources"] == ["B"]
+    # without an architecture there is no such fallback
+    bare = [{k: v for k, v in r.items() if k != "hardware_family"} for r in rows]
+    assert SC.leave_one_source_out(bare)["a1"]["factor"] is None
+
+
+def test_proxy_step_times_are_a_basis_of_their_own_and_are_applied():
+    assert SC.basis_kind("proxy (sglang 0.5 kernels measured on h200_sxm, × 0.9)") == "proxy"
+    assert SC.basis_kind("bound") == "bound" and SC.basis_kind("measured (x)") == "measured"
+    assert "proxy" in SC.APPLIED and "measured" not in SC.APPLIED
+
+
 def test_targets_say_whether_each_is_met():
     stat = lambda med, within: {"n": 10, "median_abs_error": med, "within_25_percent": within}  # noqa: E731
     good = {"tpot_s": stat(0.1, 0.8), "output_tokens_per_s_per_device": stat(0.15, 0.7),
@@ -87,7 +113,7 @@ BODY = {"model": "llama-3.1-70b", "hardware": "mi300x", "tp": 8, "input_tokens":
 
 
 def test_the_estimate_applies_a_factor_only_with_auto_and_says_what_it_rests_on(lookup):
-    factor = {"id": calibration_key("mi300x", "*", "bound"), "factor": 2.5, "points": 7, "sources": ["s1", "s2"],
+    factor = {"id": calibration_key("mi300x", "*", "proxy"), "factor": 2.5, "points": 7, "sources": ["s1", "s2"],
               "leave_one_source_out": {"tpot_s": {"n": 7, "median_abs_error": 0.12}}}
 
     def with_factor(kind, ident):

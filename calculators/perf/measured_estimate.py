@@ -8,12 +8,16 @@ that fell back to the bound, and the framework and version of every table read.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
 
-from calculators.domain import format_label, hardware_spec, layout_of, model_record, shipped_weight_formats
+from calculators.domain import (
+    format_label, hardware_kind, hardware_spec, layout_of, model_record, record, shipped_weight_formats,
+)
 from calculators.framework import CalcInputError, Lookup, Result, first, fmt_s, num, out
 
 Estimate = Literal["bound", "measured", "both"]
@@ -37,6 +41,66 @@ def measured_system_of(lookup: Lookup, hardware_id: str | None) -> str | None:
         return (lookup("measurement", "systems").get("hardware") or {}).get(hardware_id)
     except KeyError:
         return None
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """The measured system a device without kernel tables borrows: `system`, measured on `hardware`, its kernel times
+    × `scale` (the proxy's memory bandwidth ÷ the device's: decode kernels are bandwidth-bound)."""
+
+    system: str
+    hardware: str
+    scale: float
+    reason: str
+
+
+#: a proxy's memory bandwidth may differ from the device's by at most this factor
+PROXY_MAX_RATIO = 1.6
+
+
+def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
+    """The measured system a data-centre GPU without kernel tables borrows (None for a measured device, one that is
+    not a data-centre GPU, or one no measured system is near): the measured device whose memory bandwidth is nearest
+    (at most PROXY_MAX_RATIO away), one with FP4 tensor cores first when the device has them; ties go to the smaller
+    hardware id. Its kernel times are scaled by the bandwidth ratio."""
+    if measured_system_of(lookup, hw.id) is not None or not hw.memory_bandwidth_bytes_per_s:
+        return None
+    try:
+        if hardware_kind(record(lookup, "hardware", hw.id, "hardware")) != "data-centre-gpu":
+            return None
+        systems = (lookup("measurement", "systems").get("hardware") or {})
+    except (KeyError, CalcInputError):
+        return None
+
+    def fp4(spec) -> bool:
+        try:
+            return spec.peak("FP4").flop_per_s > 0
+        except CalcInputError:
+            return False
+
+    best = None
+    for hid in sorted(systems):
+        try:
+            cand = hardware_spec(lookup, hid, "hardware")
+        except CalcInputError:
+            continue
+        if not cand.is_device or not cand.memory_bandwidth_bytes_per_s:
+            continue
+        dist = abs(math.log(cand.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s))
+        if dist > math.log(PROXY_MAX_RATIO):
+            continue
+        key = (fp4(hw) and not fp4(cand), round(dist, 9), hid)
+        if best is None or key < best[0]:
+            best = (key, hid, cand)
+    if best is None:
+        return None
+    _, hid, cand = best
+    scale = cand.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s
+    why = (f"{hw.id} has no measured kernels: the kernel times are those measured on {hid} ({systems[hid]}), the "
+           f"measured device nearest in memory bandwidth ({num(cand.memory_bandwidth_bytes_per_s / 1e12, 3)} vs "
+           f"{num(hw.memory_bandwidth_bytes_per_s / 1e12, 3)} TB/s), × {num(scale, 3)} (the bandwidth ratio: decode "
+           "kernels are bandwidth-bound); the collectives are this device's link")
+    return Proxy(systems[hid], hid, scale, why)
 
 
 def estimate_system(lookup: Lookup, hw: Any, estimate: str | None):

@@ -117,11 +117,16 @@ def test_stored_prices_are_used_and_cited():
     assert any(s["field"] == "device_usd_per_hour" for s in o[2].sources)
 
 
-def test_unmeasured_hardware_competes_with_calibrated_bounds():
+def test_unmeasured_hardware_competes_on_its_proxys_kernels():
+    from calculators.families.serving._benchmark_points import fitted_factor
+
     o = plan({"model": "llama-3.1-70b", **TRAFFIC, "hardware": ["h100-sxm", "mi300x"],
               "price_per_device_hour_usd": {"h100-sxm": 2.49, "mi300x": 1.99}})
     mi = [c for c in o["candidates"] if c["hardware"] == "mi300x"]
-    assert mi and all(c["step_source"].startswith("bound × ") for c in mi)
+    assert fitted_factor(LOOKUP, "mi300x", "vllm", "proxy") is None        # a catalog lookup holds no fitted factors
+    assert mi and all(c["step_source"].startswith("proxy (") and "h200_sxm" in c["step_source"]
+                      and "calibration factor" not in c["step_source"] for c in mi)
+    assert any(c["figures"] == "serving-estimate" for c in mi)             # re-estimated like measured hardware
 
 
 def test_search_space_is_bounded():

@@ -119,8 +119,20 @@ def test_the_decode_step_is_the_shared_step_models(lookup):
     assert o["step_curve"]["decode_step_bound_s"][0] == pytest.approx(float(st.bound_s.ravel()[0]), rel=0.01)
 
 
-def test_unmeasured_hardware_says_its_step_times_are_the_bound(lookup):
+def test_an_unmeasured_gpu_borrows_the_kernels_of_the_measured_one_nearest_in_bandwidth(lookup):
     o = run("serving-estimate", {**DENSE, "hardware": "mi300x", "tp": 8, "concurrency": 4}, lookup)[2]
+    assert o.outputs["basis"].startswith("proxy (") and "h200_sxm" in o.outputs["basis"]
+    assert any("no measured kernels" in a and "h200-sxm" in a for a in o.assumptions)
+    bound = run("serving-estimate", {**DENSE, "hardware": "mi300x", "tp": 8, "concurrency": 4, "estimate": "bound"},
+                lookup)[2].outputs
+    assert bound["basis"] == "bound" and o.outputs["tpot_s"]["mean"] > bound["tpot_s"]["mean"]
+    with pytest.raises(CalcInputError) as e:        # 'measured' means this device's own tables
+        run("serving-estimate", {**DENSE, "hardware": "mi300x", "tp": 8, "concurrency": 4, "estimate": "measured"}, lookup)
+    assert e.value.loc[0] == "estimate"
+
+
+def test_a_device_with_no_measured_device_near_it_keeps_the_bound(lookup):
+    o = run("serving-estimate", {**DENSE, "hardware": "tpu-v6e", "tp": 8, "concurrency": 4}, lookup)[2]
     assert o.outputs["basis"] == "bound"
     assert any("no measured kernels" in a for a in o.assumptions)
 

@@ -180,19 +180,41 @@ def nearest_points(lookup: Lookup, model: str, hardware: str, framework: str, tp
 #: store; a lookup without them answers KeyError and the estimate stays uncalibrated)
 CALIBRATION = "serving_calibration"
 #: what the figures of a calibration group mean, for the answer
-_GROUP = {"framework": "this hardware × framework", "hardware": "this hardware, any framework"}
+_GROUP = {"framework": "this hardware × framework", "hardware": "this hardware, any framework",
+          "family-framework": "this architecture's devices × framework", "family": "this architecture's devices, any framework"}
+#: the prefix of a group of every device of one architecture (as hardware records name it, e.g. "arch:CDNA 3")
+FAMILY = "arch:"
 
 
 def calibration_key(hardware: str, framework: str, basis: str) -> str:
-    """The id of a factor: hardware, framework ("*": any) and the basis of the step times ("measured" or "bound")."""
+    """The id of a factor: hardware (or `FAMILY` + an architecture), framework ("*": any) and the basis of the step
+    times ("measured", "proxy" or "bound")."""
     return f"{hardware}/{framework}/{basis}"
 
 
+def hardware_family(lookup: Lookup, hardware: str) -> str | None:
+    """The architecture group of a hardware id ("arch:CDNA 3"), None when its record names no architecture."""
+    try:
+        arch = record(lookup, "hardware", hardware, "hardware").get("architecture")
+    except CalcInputError:
+        return None
+    return f"{FAMILY}{arch}" if arch else None
+
+
+def candidate_keys(hardware: str, framework: str, basis: str, family: str | None) -> list[tuple[str, str]]:
+    """The factors a deployment may use, first found first: (key, group) for hardware × framework, the hardware with
+    any framework, then its architecture's devices × framework and with any framework."""
+    keys = [(calibration_key(hardware, framework, basis), "framework"), (calibration_key(hardware, "*", basis), "hardware")]
+    if family:
+        keys += [(calibration_key(family, framework, basis), "family-framework"),
+                 (calibration_key(family, "*", basis), "family")]
+    return keys
+
+
 def fitted_factor(lookup: Lookup, hardware: str, framework: str, basis: str = "bound") -> dict | None:
-    """The store's fitted factor record for this hardware × framework (else the hardware with any framework), with
-    its `key`; None when there is none."""
-    for fw in (framework, "*"):
-        key = calibration_key(hardware, fw, basis)
+    """The store's fitted factor record for this deployment (the first of `candidate_keys`), with its `key`; None
+    when there is none."""
+    for key, _ in candidate_keys(hardware, framework, basis, hardware_family(lookup, hardware)):
         try:
             return {**record(lookup, CALIBRATION, key, "calibration"), "key": key}
         except CalcInputError:
@@ -201,27 +223,28 @@ def fitted_factor(lookup: Lookup, hardware: str, framework: str, basis: str = "b
 
 
 def has_factor(lookup: Lookup, hardware: str, framework: str, basis: str = "bound") -> bool:
-    """Whether the store has a fitted factor for this hardware × framework (or the hardware with any framework)."""
+    """Whether the store has a fitted factor for this deployment (any of `candidate_keys`)."""
     return fitted_factor(lookup, hardware, framework, basis) is not None
 
 
 def calibration(wanted: str, res, lookup: Lookup, hardware: str, framework: str, basis: str) -> dict:
-    """The efficiency factor for this hardware × framework × basis (else for the hardware with any framework), as
-    the answer's `calibration` block; `factor` multiplies every step time when `applied`. The answer says which
-    factor it used, how many published points and sources it was fitted on, and the error such factors showed on
-    sources left out of their fit."""
+    """The efficiency factor for this hardware × framework × basis (else the hardware with any framework, else its
+    architecture's devices), as the answer's `calibration` block; `factor` multiplies every step time when `applied`.
+    The answer says which factor it used, how many published points and sources it was fitted on, and the error such
+    factors showed on sources left out of their fit."""
     out = {"requested": wanted, "applied": False, "factor": None, "group": None, "points": 0, "sources": [],
            "leave_one_source_out": None}
     if wanted == "none":
         res.assume("Calibration: none (calibration='none'): the step times are the model's, unscaled.")
         return out
-    for fw in (framework, "*"):
+    for key, group in candidate_keys(hardware, framework, basis, hardware_family(lookup, hardware)):
         try:
-            rec = record(lookup, CALIBRATION, calibration_key(hardware, fw, basis), "calibration")
+            rec = record(lookup, CALIBRATION, key, "calibration")
         except CalcInputError:
             continue
         k = float(rec["factor"])
-        out.update(applied=True, factor=k, group=_GROUP["framework" if fw != "*" else "hardware"],
+        label = _GROUP[group] + (f" ({key.split('/')[0].removeprefix(FAMILY)})" if group.startswith("family") else "")
+        out.update(applied=True, factor=k, group=label,
                    points=int(rec.get("points") or 0), sources=list(rec.get("sources") or []),
                    leave_one_source_out=rec.get("leave_one_source_out"))
         loso = out["leave_one_source_out"] or {}
@@ -242,5 +265,5 @@ def calibration(wanted: str, res, lookup: Lookup, hardware: str, framework: str,
     return out
 
 
-__all__ = ["CALIBRATION", "FRAMEWORKS", "calibration", "calibration_key", "fitted_factor", "has_factor", "measured_figures",
+__all__ = ["CALIBRATION", "FAMILY", "FRAMEWORKS", "calibration", "calibration_key", "candidate_keys", "hardware_family", "fitted_factor", "has_factor", "measured_figures",
            "nearest_points", "request_of"]

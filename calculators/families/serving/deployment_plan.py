@@ -45,7 +45,8 @@ from calculators.families.serving._plan_search import (
     mtp_tokens_per_step, p90_wait, rows, search_splits, step_table, weight_formats,
 )
 from calculators.perf import (
-    bound_of, FRAMEWORK_FIELD, load_system, measured_of, measured_system_of, MeasuredFramework, rates_from_spec, Split,
+    bound_of, FRAMEWORK_FIELD, load_system, measured_of, measured_system_of, MeasuredFramework, proxy_system_of,
+    rates_from_spec, Split,
     split_problems,
 )
 from calculators.framework import headline as H
@@ -133,8 +134,11 @@ def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_li
     price, price_note = _price(req, lookup, hw_id, res)
     fits_link, link_id, link_bw = link_fits(lookup, hw, (req.link or {}).get(hw_id))
     rates = rates_from_spec(hw)
-    system = None
+    system = proxy = None
     sys_name = measured_system_of(lookup, hw_id) if req.estimate != "bound" else None
+    if sys_name is None and req.estimate not in ("bound", "measured"):
+        proxy = proxy_system_of(lookup, hw)       # a device without kernels borrows the nearest measured one's
+        sys_name = proxy.system if proxy is not None else None
     if sys_name:
         try:
             system = load_system(lookup, sys_name, hw)
@@ -180,7 +184,21 @@ def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_li
             system = None
 
     step, t_prefill, source = step_bound, t_prefill_bound, "bound (step model: peak rates, touched experts, link α–β)"
-    if system is not None and fw is not None:
+    if system is not None and fw is not None and proxy is not None:
+        # kernels of the proxy device × the bandwidth ratio × the factor fitted on published runs of this one
+        fit = fitted_factor(lookup, hw_id, req.framework, "proxy")
+        k = float(fit["factor"]) if fit is not None else 1.0
+        kern_d = (np.asarray(md.total_s) - np.asarray(md.comm_s)) * proxy.scale
+        kern_p = (np.asarray(mp.total_s) - np.asarray(mp.comm_s)) * proxy.scale
+        step = np.where(valid, (kern_d[di] + comm_t) * k, np.inf)
+        t_prefill = np.where(valid, (kern_p[pi] + pf_comm) * k, np.inf)
+        source = (f"proxy ({fw} kernels measured on {system.name} × {num(proxy.scale, 3)}, the bandwidth ratio"
+                  + (f"; × {num(k, 3)}, the calibration factor fitted on {int(fit.get('points') or 0)} published runs "
+                     f"({fit['key']})"
+                     if fit is not None else "") + ")")
+        res.assume(proxy.reason + (f"; then × {num(k, 3)}, the calibration factor fitted on published runs "
+                                   f"({fit['key']}: {', '.join(fit.get('sources') or [])})." if fit is not None else "."))
+    elif system is not None and fw is not None:
         step = np.where(valid, np.asarray(md.total_s)[di] + comm_t, np.inf)
         t_prefill = np.where(valid, np.asarray(mp.total_s)[pi] + pf_comm, np.inf)
         source = f"measured ({fw} kernels on {system.name}, step model per split)"
@@ -484,7 +502,7 @@ def compute(req: DeploymentPlanRequest, lookup: Lookup) -> Result:
     # the second pass: the shortlist re-estimated by serving-estimate at the plan's load, SLOs checked again
     # re-estimated: hardware with measured kernels, and hardware timed at its bound that has a fitted calibration
     # factor (serving-estimate applies it; without one the bound is as optimistic as the screen's)
-    measured = {p["hardware"] for p in plans if p["step_source"].startswith("measured")}
+    measured = {p["hardware"] for p in plans if p["step_source"].startswith(("measured", "proxy"))}
     measured |= {hw for hw in {p["hardware"] for p in plans} - measured if has_factor(lookup, hw, req.framework)}
     second = re_estimate(req, res, lookup, plans, {id(p) for p in _pareto(plans)}, measured)
     eligible = [p for p in plans if p["meets_slo"] and p["cost_per_mtok_usd"] is not None and verified(p, measured, second)]

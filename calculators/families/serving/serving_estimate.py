@@ -32,7 +32,7 @@ from calculators.framework import (
 from calculators.framework import headline as hf
 from calculators.perf import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
-    measured_of, measured_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
+    measured_of, measured_system_of, proxy_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
 )
 from calculators.families.serving._benchmark_points import calibration, measured_figures, nearest_points
 from calculators.families.serving._plan_search import weight_formats
@@ -146,18 +146,19 @@ def _slots(req, res: Result, lay, groups, hw, split: Split, wf, kf, ctx: float) 
     return slots, tokens, w, per_req
 
 
-def _times(ops, rates, system, framework, link):
-    """(kernels bound, kernels measured or None, collectives) of one operation list, arrays over its points."""
+def _times(ops, rates, system, framework, link, scale: float = 1.0):
+    """(kernels bound, kernels measured or None, collectives) of one operation list, arrays over its points; the
+    measured kernels × `scale` (a proxy device's bandwidth ratio, else 1)."""
     kb = np.asarray(bound_of(ops, rates).total_s, dtype=float)
     comm = collectives_s(ops, link)
     km = None
     if system is not None:
         est = measured_of(ops, system, framework)
-        km = np.asarray(est.total_s, dtype=float) - np.asarray(est.comm_s, dtype=float)
+        km = (np.asarray(est.total_s, dtype=float) - np.asarray(est.comm_s, dtype=float)) * scale
     return kb, km, comm
 
 
-def _prefill(lay, split, wf, kf, rates, system, framework, link, grid: np.ndarray, new: int, cached: int, budget: int):
+def _prefill(lay, split, wf, kf, times, grid: np.ndarray, new: int, cached: int, budget: int):
     """(added, its collectives, its bound: arrays over the decode grid; chunks) of one request's prefill of `new`
     tokens after `cached`, joining steps that decode B requests: its tokens ride the steps' GEMMs and expert reads,
     so each chunk adds N(B + chunk) − N(B), N the kernels of a step without attention over context, plus the chunk's
@@ -177,10 +178,10 @@ def _prefill(lay, split, wf, kf, rates, system, framework, link, grid: np.ndarra
     tok_grid = np.unique(np.round(np.geomspace(1, grid[-1] + budget, 64)))
     need = np.unique(np.concatenate([grid, (grid[:, None] + sizes[None, :]).ravel(), sizes, tok_grid]))
     flat = step_ops(lay, "decode", need, 1, 1, split, wf, kf, include_lm_head=False)
-    nb, nm, nc = _times(flat, rates, system, framework, link)
+    nb, nm, nc = times(flat)
     at = lambda m: np.searchsorted(need, m)
     pre = step_ops(lay, "prefill", 1, sizes, ctx, split, wf, kf)
-    pb, pm, pc = _times(pre, rates, system, framework, link)
+    pb, pm, pc = times(pre)
     k_n = nm if nm is not None else nb
     k_p = pm if pm is not None else pb
 
@@ -232,14 +233,20 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
 
     # ---- what the step times come from
     rates = rates_from_spec(hw)
-    system = None
+    system = proxy = None
     basis = "bound"
     if req.estimate != "bound":
         name = measured_system_of(lookup, hw.id)
+        if name is None and req.estimate != "measured":
+            proxy = proxy_system_of(lookup, hw)
+            name = proxy.system if proxy is not None else None
         if name is not None:
             system = load_system(lookup, name, hw, framework=req.framework)
         elif req.estimate == "measured":
-            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound'")
+            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound' (or "
+                                 "leave estimate unset: a device without kernels then borrows a measured device's)")
+    scale = proxy.scale if proxy is not None else 1.0
+    times = lambda ops: _times(ops, rates, system, req.framework, link, scale)
     link, lid = tp_link(lookup, res, req.link, hw, req.tp)
 
     # ---- KV capacity
@@ -263,10 +270,15 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     if grid[-1] < engine_slots:
         grid = np.append(grid, float(engine_slots))
     dec = step_ops(lay, "decode", grid, 1, ctx, split, wf, kf)
-    kb, km, comm = _times(dec, rates, system, req.framework, link)
+    kb, km, comm = times(dec)
     if system is not None and km is not None:
         first = measured_of(step_ops(lay, "decode", 1, 1, ctx, split, wf, kf), system, req.framework)
         basis = f"measured ({first.framework} {first.version} kernels on {system.name})"
+        if proxy is not None:
+            basis = (f"proxy ({first.framework} {first.version} kernels measured on {system.name}, × {num(scale, 3)} "
+                     "for the bandwidth ratio)")
+            res.assume(proxy.reason + ". Expect its TPOT to be optimistic where this device's engine is slower than "
+                       "the proxy's (calibration='auto' applies the factor fitted on published runs of it).")
         for table, trec in system.tables.items():
             res.cite({"record": system.name, "field": f"measured {table}", "value": None,
                       "source": "aiconfigurator-core-0.12.0", "locator": f"{trec.get('file')} (sha256 {str(trec.get('sha256'))[:12]}…)"})
@@ -277,9 +289,10 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     d_bound = kb + comm + hand
     d = (km if km is not None else kb) + comm + hand
     new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
-    p, p_comm, p_bound, chunks, (tok_grid, tok_s, own) = _prefill(lay, split, wf, kf, rates, system, req.framework, link, grid, new, I - new,
-                                          req.chunked_prefill_tokens)
-    cal = calibration(req.calibration, res, lookup, hw.id, req.framework, "bound" if km is None else "measured")
+    p, p_comm, p_bound, chunks, (tok_grid, tok_s, own) = _prefill(lay, split, wf, kf, times, grid, new, I - new,
+                                                                  req.chunked_prefill_tokens)
+    cal = calibration(req.calibration, res, lookup, hw.id, req.framework,
+                      "bound" if km is None else ("proxy" if proxy is not None else "measured"))
     k = cal["factor"] if cal["applied"] else 1.0
     d, p, p_comm, d_comm = d * k, p * k, p_comm * k, (comm + hand) * k
     curve = StepCurve(grid, d, d_comm, p, p_comm, chunks, tok_grid, tok_s * k, own * k)
@@ -288,8 +301,7 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
              "prefill adds to steps decoding B requests (N: a step's kernels without attention over context)",
              f"{num(new)} new tokens in {chunks} chunk(s) of ≤ {num(req.chunked_prefill_tokens)}; P(1) = "
              f"{fmt_s(float(p[0]))}, P({num(grid[-1])}) = {fmt_s(float(p[-1]))}", float(p[0]), "s")
-    curve, d_bound, d_comm = spec.curve(curve, d_bound, d_comm, lambda ops: _times(ops, rates, system, req.framework,
-                                        link), grid, new, I - new, k)
+    curve, d_bound, d_comm = spec.curve(curve, d_bound, d_comm, times, grid, new, I - new, k)
     O_run = spec.steps(O)       # 1 + the decode steps a request takes (O without speculation)
 
     # ---- the steady state
