@@ -275,9 +275,13 @@ class Coverage(BaseModel):
 # --------------------------------------------------------------------------- validation (api.routes.validation)
 
 class ValidationErrorStat(BaseModel):
-    n: int = Field(description="Points with both a predicted and a measured value of the metric.")
-    median_abs_error: Optional[float] = Field(None, description="Median of |predicted / measured − 1| (0.1 is 10 %).")
+    n: int = Field(description="Points with a measured value of the metric that the estimate either predicts or "
+                               "cannot serve (those count as outside every bound).")
+    median_abs_error: Optional[float] = Field(None, description="Median of |predicted / measured − 1| (0.1 is 10 %); "
+                                              "null when unserved points are more than half.")
     within_25_percent: Optional[float] = Field(None, description="Share of those points with |error| ≤ 0.25.")
+    unserved: int = Field(0, description="Of those, points whose measured load the estimate judged unstable "
+                                         "(it predicts no figure although the run served that load).")
 
 
 class ValidationBoundCheck(BaseModel):

@@ -61,6 +61,12 @@ def _ok(x: Any) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
+def compared_metrics(load: str | None) -> tuple[str, ...]:
+    """The figures a point of this load is compared on: under a Poisson load the tokens/s are the offered rate ×
+    the output length (an input of the run, not something the estimate predicts), so only its latencies count."""
+    return ("tpot_s", "ttft_s") if load == "poisson" else METRICS
+
+
 def residual(row: dict) -> float | None:
     """The log k a compared point asks for (None when it has no fitted figure on both sides)."""
     pred, meas = row.get("predicted") or {}, row.get("measured") or {}
@@ -68,7 +74,7 @@ def residual(row: dict) -> float | None:
     if _ok(pred.get("tpot_s")) and _ok(meas.get("tpot_s")):
         logs.append(math.log(meas["tpot_s"] / pred["tpot_s"]))
     d = "output_tokens_per_s_per_device"
-    if _ok(pred.get(d)) and _ok(meas.get(d)):
+    if d in compared_metrics(row.get("load")) and _ok(pred.get(d)) and _ok(meas.get(d)):
         logs.append(math.log(pred[d] / meas[d]))
     return sum(logs) / len(logs) if logs else None
 
@@ -132,8 +138,8 @@ def scaled(predicted: dict, k: float) -> dict:
     return out
 
 
-def errors(predicted: dict, measured: dict) -> dict:
-    return {m: predicted[m] / measured[m] - 1.0 for m in METRICS
+def errors(predicted: dict, measured: dict, load: str | None = None) -> dict:
+    return {m: predicted[m] / measured[m] - 1.0 for m in compared_metrics(load)
             if _ok(predicted.get(m)) and _ok(measured.get(m))}
 
 
@@ -178,7 +184,7 @@ def leave_one_source_out(rows: list[dict], rerun: Callable[[dict, dict], dict | 
                     pred = rerun(r, f) or pred
                 entry.update(factor=f["factor"], group=group_of(f),
                              fitted_on={"points": f["points"], "sources": f["sources"]})
-            entry["predicted"], entry["errors"] = pred, errors(pred, r["measured"])
+            entry["predicted"], entry["errors"] = pred, errors(pred, r["measured"], r.get("load"))
             out[r["id"]] = entry
     return out
 
@@ -225,5 +231,5 @@ def targets(uncalibrated: dict, loso: dict) -> list[dict]:
     return out
 
 
-__all__ = ["APPLIED", "FITTED", "applied", "group_of", "KIND", "MIN_POINTS", "MODEL", "TARGETS", "basis_kind", "choose", "errors", "factor_errors",
+__all__ = ["APPLIED", "FITTED", "applied", "compared_metrics", "group_of", "KIND", "MIN_POINTS", "MODEL", "TARGETS", "basis_kind", "choose", "errors", "factor_errors",
            "fit", "leave_one_source_out", "residual", "scaled", "targets"]

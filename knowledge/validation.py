@@ -117,7 +117,13 @@ def validate_point(point: dict, lookup: Lookup) -> Row:
         return Row(**base, compared=False, reason=f"the estimate ran past the CPU guard ({exc.limit_s:g} s)",
                    request=body, mapping=mapping, measured=meas)
     pred = _figures(o)
-    errors = {k: _err(pred[k], meas[k]) for k in pred}
+    errors = {k: _err(pred[k], meas[k]) for k in SC.compared_metrics(kind)}
+    if kind == "poisson" and meas.get("output_tokens_per_s_per_device"):
+        mapping.append("tokens/s not compared: at a fixed arrival rate they are the rate × the output length, an "
+                       "input of the run")
+    if not o.get("stable", True):
+        mapping.append("the estimate cannot serve this arrival rate (unstable) although the run did: counted as "
+                       "outside every error bound")
     bound = o.get("bound_tpot_s")
     below = None if (bound is None or meas["tpot_s"] is None) else bool(bound <= meas["tpot_s"])
     base["load"] = kind
@@ -144,10 +150,20 @@ def summary(rows: list[Row], key: Callable[[Row], str] | None = None, calibrated
     for g, rs in sorted(groups.items()):
         entry: dict[str, Any] = {"points": len(rs)}
         for metric in ("tpot_s", "output_tokens_per_s_per_device", "ttft_s"):
-            errs = [abs(e[metric]) for e in (((r.loso or {}).get("errors") or {}) if calibrated else r.errors
-                                             for r in rs) if metric in e]
-            entry[metric] = {"n": len(errs), "median_abs_error": statistics.median(errs) if errs else None,
-                             "within_25_percent": (sum(e <= WITHIN for e in errs) / len(errs)) if errs else None}
+            errs = []
+            for r in rs:
+                e = ((r.loso or {}).get("errors") or {}) if calibrated else r.errors
+                p = ((r.loso or {}).get("predicted") or {}) if calibrated else r.predicted
+                if metric in e:
+                    errs.append(abs(e[metric]))
+                elif (metric in SC.compared_metrics(r.load) and r.measured.get(metric)
+                      and (p or {}).get(metric) is None):
+                    errs.append(math.inf)     # measured, but the estimate could not serve the run's load
+            finite = [x for x in errs if math.isfinite(x)]
+            med = statistics.median(errs) if errs else None
+            entry[metric] = {"n": len(errs), "median_abs_error": med if med is None or math.isfinite(med) else None,
+                             "within_25_percent": (sum(e <= WITHIN for e in errs) / len(errs)) if errs else None,
+                             "unserved": len(errs) - len(finite)}
         checked = [r.bound_below_measured for r in rs if r.bound_below_measured is not None]
         entry["bound_below_measured"] = {"n": len(checked), "holds": sum(checked)}
         out[g] = entry
@@ -174,7 +190,7 @@ METRICS = ("tpot_s", "output_tokens_per_s_per_device", "ttft_s")
 
 
 def _empty_group() -> dict[str, Any]:
-    stat = {"n": 0, "median_abs_error": None, "within_25_percent": None}
+    stat = {"n": 0, "median_abs_error": None, "within_25_percent": None, "unserved": 0}
     return {"points": 0, **{m: dict(stat) for m in METRICS}, "bound_below_measured": {"n": 0, "holds": 0}}
 
 

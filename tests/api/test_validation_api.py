@@ -9,6 +9,7 @@ One report per test session: `api.routes.validation.report` keeps it per store v
 test here (and tests/site/test_validation_page.py, tests/test_cli_validate.py) shares the first computation."""
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from urllib.parse import parse_qs, urlsplit
@@ -65,9 +66,25 @@ def test_a_row_is_compared_with_a_request_or_says_why_not(full):
 
 
 def _group_stats(rows: list[dict], metric: str) -> dict:
-    errs = [abs(r["errors"][metric]) for r in rows if metric in r["errors"]]
-    return {"n": len(errs), "median_abs_error": statistics.median(errs) if errs else None,
-            "within_25_percent": sum(e <= 0.25 for e in errs) / len(errs) if errs else None}
+    """What a table says of `rows`: |error| of each row with one, and infinity for a row whose load the estimate
+    could not serve (measured, no prediction); a Poisson row's tokens/s are an input, never compared."""
+    errs = []
+    for r in rows:
+        if metric in r["errors"]:
+            errs.append(abs(r["errors"][metric]))
+        elif (r["measured"].get(metric) and r["predicted"].get(metric) is None
+              and not (r["load"] == "poisson" and metric == "output_tokens_per_s_per_device")):
+            errs.append(math.inf)
+    med = statistics.median(errs) if errs else None
+    return {"n": len(errs), "median_abs_error": med if med is None or math.isfinite(med) else None,
+            "within_25_percent": sum(e <= 0.25 for e in errs) / len(errs) if errs else None,
+            "unserved": sum(not math.isfinite(e) for e in errs)}
+
+
+def test_a_poisson_rows_tokens_per_s_are_never_an_error(full):
+    rows = [r for r in full["rows"] if r["compared"] and r["load"] == "poisson"]
+    assert rows, "the store has MLPerf Server points"
+    assert all("output_tokens_per_s_per_device" not in r["errors"] for r in rows)
 
 
 @pytest.mark.parametrize("table, key", [("by_source", "source"), ("by_hardware", "hardware"),
@@ -85,6 +102,7 @@ def test_each_table_summarises_exactly_the_compared_rows_of_its_groups(full, tab
             assert got["n"] == want["n"], (g, m)
             assert got["median_abs_error"] == pytest.approx(want["median_abs_error"]), (g, m)
             assert got["within_25_percent"] == pytest.approx(want["within_25_percent"]), (g, m)
+            assert got["unserved"] == want["unserved"], (g, m)
         checked = [r["bound_below_measured"] for r in rows if r["bound_below_measured"] is not None]
         assert e["bound_below_measured"] == {"n": len(checked), "holds": sum(checked)}, g
 
@@ -133,7 +151,7 @@ def test_filters_keep_exactly_the_rows_they_name_and_recompute_the_tables(client
     assert _ids(yes) == [r["id"] for r in rows if r["compared"]] and yes["overall"] == full["overall"]
     assert _ids(no) == [r["id"] for r in rows if not r["compared"]]
     assert no["compared"] == 0 and no["overall"]["points"] == 0 and no["by_source"] == {}
-    assert no["overall"]["tpot_s"] == {"n": 0, "median_abs_error": None, "within_25_percent": None}
+    assert no["overall"]["tpot_s"] == {"n": 0, "median_abs_error": None, "within_25_percent": None, "unserved": 0}
 
     none = _filtered(client, "source=no-such-source&compared=")   # a blank filter is no filter
     assert none["rows"] == [] and none["points"] == 0 and none["filters"] == {"source": "no-such-source"}

@@ -49,6 +49,9 @@ DEFAULT_TOKEN_BUDGET = 8192
 #: running requests an engine admits when max_num_seqs is not given (engine defaults, as above; SGLang sizes its
 #: max_running_requests from memory, so only the KV capacity caps it)
 DEFAULT_MAX_SEQS = {"vllm": 1024, "sglang": None, "trtllm": 2048}
+#: whether the engine mixes prefill chunks into decode steps by default: vLLM V1 and TensorRT-LLM do; SGLang runs a
+#: prefill batch on its own unless --enable-mixed-chunk is given (an engine default, not a store fact)
+MIXED_PREFILL = {"vllm": True, "sglang": False, "trtllm": True}
 #: the decode-batch grid the step curve is evaluated on (interpolated between), up to the engine's slots
 _GRID = np.unique(np.round(np.geomspace(1, 1 << 16, 49))).astype(float)
 #: stored published runs each answer compares itself with (each costs one more estimate)
@@ -388,8 +391,14 @@ def _simulated(req, res: Result, curve: StepCurve, new: int, engines: int, slots
         raise CalcInputError("num_prompts", f"a run of {prompts:,} prompts × {O:,} output tokens takes about "
                              f"{num(steps)} engine steps, more than the {MAX_RUN_STEPS:,} simulated: give fewer prompts "
                              "or drop num_prompts for the steady state")
+    mixed = MIXED_PREFILL[req.framework]
     r = run(curve, prompts, users, new, O, slots, req.chunked_prefill_tokens, new,
-            req.output_tokens_spread, req.input_tokens_spread)
+            req.output_tokens_spread, req.input_tokens_spread, mixed=mixed)
+    if not mixed:
+        res.assume(f"{req.framework} runs prefill as steps of their own (SGLang's default; --enable-mixed-chunk mixes "
+                   "them): in the simulated run a step with prompts waiting prefills up to the token budget of them and "
+                   "the running requests decode nothing in it. (The steady state, which has no individual steps, "
+                   "prices prefill as the marginal cost of mixed chunks.)")
     res.step("simulated run", "every step: one token of each running request + prefill chunks within the token "
              "budget in arrival order; TPOT = (e2e − TTFT) / (O − 1) per request, then the mean",
              f"{prompts:,} prompts, {users:,} at a time, {r.steps:,} steps on one engine", r.duration_s, "s")
