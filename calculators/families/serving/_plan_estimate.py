@@ -12,9 +12,12 @@ token budget gives the TTFT tail). The screen's cost order picks which candidate
   `RE_ESTIMATED`; if none of those meets the SLOs on the re-estimate, the walk goes on (at most `RE_ESTIMATED_MAX`)
   until one does;
 - not re-estimated (their figures stay the screen's, each row says so in `figures`): disaggregated candidates
-  (serving-estimate models aggregated engines), candidates on hardware without measured kernels (serving-estimate
-  would time them at the peak-rate bound, which the screen corrects by the measured/bound ratio of the plan's measured
-  hardware), and plans with MTP drafting or skewed routing (serving-estimate models neither).
+  (serving-estimate models aggregated engines), candidates on hardware without measured kernels, a measured proxy or a
+  fitted factor (serving-estimate would time them at the peak-rate bound, which the screen corrects by the
+  measured/bound ratio of the plan's measured hardware), and plans with skewed routing (serving-estimate does not
+  model it).
+- with MTP drafting, each re-estimate drafts the same way: serving-estimate's `speculative` with method mtp, the
+  model's MTP modules as drafts and the plan's acceptance rate.
 
 Each re-estimate calls the calculator's compute (from the registry) with a validated request, not the runner (no JSON parsing, no cost
 check): its figures are exactly the calculator's for the same body, which each row carries as `serving_estimate.request`.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import math
 
 from calculators.domain import record
+from calculators.families.serving._plan_search import DEFAULT_MTP_ACCEPTANCE
 from calculators.framework import CalcInputError, Lookup, Result, Work, fmt_s, num
 
 #: shortlisted candidates re-estimated by serving-estimate, in the screen's cost order
@@ -57,6 +61,9 @@ def _body(req, row: dict, link: str | None) -> dict:
         body["estimate"] = req.estimate
     if link is not None:
         body["link"] = link
+    if req.mtp:
+        body["speculative"] = {"method": "mtp", "acceptance_rate": req.mtp_acceptance_rate
+                               if req.mtp_acceptance_rate is not None else DEFAULT_MTP_ACCEPTANCE}
     if req.memory_utilization is not None:
         body["memory_utilization"] = req.memory_utilization
     if req.runtime_reserve_bytes is not None:
@@ -129,9 +136,7 @@ def re_estimate(req, res: Result, lookup: Lookup, plans: list[dict], pareto_ids:
     skipped; no CPU time, so that the same request always gets the same answer — benchmarks/bench_plan_estimate.py
     measures it)."""
     skipped = None
-    if req.mtp:
-        skipped = "MTP drafting is on, which serving-estimate does not model"
-    elif req.expert_skew and any(p["ep"] > 1 or p["dp_attention"] for p in plans):
+    if req.expert_skew and any(p["ep"] > 1 or p["dp_attention"] for p in plans):
         skipped = "routing is skewed (expert_skew), which serving-estimate does not model"
     for p in plans:
         p.setdefault("figures", "screen")
@@ -164,8 +169,9 @@ def say_second_pass(res: Result, second: dict) -> None:
     if second["skipped"]:
         res.assume(f"No candidate is re-estimated by serving-estimate: {second['skipped']}; every figure is the screen's.")
         return
-    res.assume(f"Second pass: the {second['re_estimated']} cheapest aggregated candidates on hardware with measured kernels "
-               "or a fitted calibration factor (serving-estimate scales its bound step times by it) that meet the "
+    res.assume(f"Second pass: the {second['re_estimated']} cheapest aggregated candidates on hardware with measured kernels, "
+               "a measured proxy device or a fitted calibration factor (serving-estimate scales its step times by it) "
+               "that meet the "
                f"SLOs on the screen or sit on its Pareto front (at most {second['limit']}, more only until "
                "one meets them) are re-estimated by serving-estimate at the plan's load (Poisson arrivals at "
                "arrival_rate_per_s over the replicas, max_num_seqs = batch): continuous batching with chunked prefill, "
