@@ -53,7 +53,7 @@ PREFIX = "aiconfigurator_core/systems/data/"
 COPYRIGHT = "Copyright (c) 2025-2026 NVIDIA CORPORATION & AFFILIATES. All rights reserved."
 SPDX_COPYRIGHT = re.compile(rb"SPDX-FileCopyrightText:\s*(.+?)\s*$", re.MULTILINE)
 
-SYSTEMS = ("a100_sxm", "b200_sxm", "gb200", "h100_sxm", "h200_sxm", "l40s")
+SYSTEMS = ("a100_sxm", "b200_sxm", "b300_sxm", "gb200", "gb300", "h100_sxm", "h200_sxm", "l40s")
 #: the serving frameworks whose tables are imported (one version of each per system)
 FRAMEWORKS = ("vllm", "sglang", "trtllm")
 #: the framework a two-part key `<system>/<table>` means (NCCL's own tables are the nccl framework)
