@@ -64,6 +64,18 @@ def test_a_point_maps_to_a_request_with_its_rules_stated(lookup):
     assert body is None and "ATOM" in reason
 
 
+def test_a_speculative_run_is_compared_only_with_its_published_acceptance(lookup):
+    point = {"id": "x", "model": "deepseek-r1", "hardware": "b200-sxm", "framework": "sglang", "tp": 8, "ep": 1,
+             "weight_format": "fp8", "input_tokens": 1024, "output_tokens": 1024, "dataset": "random",
+             "load": {"concurrency": 16}, "config": {"spec_decoding": "mtp"}}
+    body, reason, _ = request_of(point, lookup)
+    assert body is None and "acceptance" in reason and "mtp" in reason
+    spec = {"method": "mtp", "draft_tokens": 3, "mean_accepted_tokens": 2.1}
+    body, kind, mapping = request_of({**point, "config": {"spec_decoding": spec}}, lookup)
+    assert kind == "concurrency" and body["speculative"] == spec
+    assert any("acceptance" in m for m in mapping)
+
+
 def test_each_point_is_estimated_without_its_own_source(rep):
     """Leaving each source out: a row's factor was fitted on other sources only, and the calibrated tables are the
     medians of those rows' errors."""

@@ -83,8 +83,14 @@ def request_of(point: dict, lookup: Lookup) -> tuple[dict | None, str | None, li
         body["ep"] = int(point["ep"])
     elif point.get("ep") is None:
         mapping.append("ep not stated: 1 (experts sliced over the TP ranks)")
-    if cfg.get("spec_decoding") or cfg.get("speculative"):
-        return None, "speculative decoding is not modelled by serving-estimate yet", []
+    spec = cfg.get("spec_decoding") or cfg.get("speculative")
+    if spec and not (isinstance(spec, dict) and (spec.get("acceptance_rate") or spec.get("mean_accepted_tokens"))):
+        return None, (f"speculative decoding ({spec}) without a published acceptance rate: serving-estimate takes "
+                      "acceptance as an input and never fits it"), []
+    if spec:
+        body["speculative"] = {k: spec[k] for k in ("method", "draft_tokens", "acceptance_rate", "mean_accepted_tokens")
+                               if spec.get(k) is not None}
+        mapping.append("speculative decoding with its published acceptance")
     wf = _format(point.get("weight_format"), hw, mapping, "weights")
     if wf is not None and wf in _shipped(lookup, model):
         mapping.append(f"weights {wf}: the model's published checkpoint, read per component as shipped")
