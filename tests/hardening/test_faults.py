@@ -49,18 +49,24 @@ def copy_store(src: Path, dst: Path) -> Path:
 HEADER_BYTES, BLOCK_BYTES = 3 * 4096, 262144
 
 
-def damage(path: Path) -> None:
-    """Overwrite 4 KiB inside a block that holds table data (a disk or copy error, not a truncation):
-    the middle of the block that stores `measured_gemm`'s first column."""
+def damage(path: Path) -> int:
+    """Overwrite 4 KiB inside a block that holds table data (a disk or copy error, not a truncation): the middle of
+    the first block of `measured_gemm`'s data. Returns the first row (in storage order) whose values that block holds,
+    so a test can read exactly the damaged rows whatever the table's size."""
     con = duckdb.connect(str(path), read_only=True)
     try:
-        block = con.execute("SELECT min(block_id) FROM pragma_storage_info('measured_gemm') "
-                            "WHERE persistent AND block_id >= 0").fetchone()[0]
+        block, group, start = con.execute(
+            "SELECT block_id, row_group_id, start FROM pragma_storage_info('measured_gemm') "
+            "WHERE persistent AND block_id >= 0 ORDER BY block_id, row_group_id, start LIMIT 1").fetchone()
+        before = con.execute(
+            "SELECT coalesce(sum(n), 0) FROM (SELECT row_group_id, sum(count) AS n FROM pragma_storage_info('measured_gemm') "
+            "WHERE column_id = 0 AND column_path = '[0]' AND row_group_id < ? GROUP BY row_group_id)", [group]).fetchone()[0]
     finally:
         con.close()
     with open(path, "r+b") as f:
         f.seek(HEADER_BYTES + block * BLOCK_BYTES + BLOCK_BYTES // 2)
         f.write(b"\xa5" * 4096)
+    return int(before) + int(start)
 
 
 @dataclass

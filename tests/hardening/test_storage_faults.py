@@ -154,10 +154,10 @@ def test_a_damaged_store_answers_503_and_health_reads_the_store(built_db, tmp_pa
     with TestClient(app_on(db, tmp_path / "export"), raise_server_exceptions=False) as client:
         assert client.get("/healthz").status_code == 200
         st = db.stat()
-        damage(db)
+        row = damage(db)
         os.utime(db, ns=(st.st_atime_ns, st.st_mtime_ns))   # damage the file system does not see (a bad disk)
         assert client.get("/healthz").status_code == 200    # nothing read the damaged block yet
-        for url in ("/api/v1/measurements/gemm?limit=5&offset=300000", "/api/v1/export/measured-gemm.csv"):
+        for url in (f"/api/v1/measurements/gemm?limit=5&offset={row + 10}", "/api/v1/export/measured-gemm.csv"):
             body = problem_of(client.get(url), 503)
             assert "Corrupt database file" in body["detail"] and body["type"].endswith("/store-unavailable"), body
         body = problem_of(client.get("/healthz"), 503)      # what a read found, health reports from then on
