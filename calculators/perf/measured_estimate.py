@@ -54,15 +54,17 @@ class Proxy:
     reason: str
 
 
-#: a proxy's memory bandwidth may differ from the device's by at most this factor
-PROXY_MAX_RATIO = 1.6
+#: a proxy's memory bandwidth may differ from the device's by at most this factor (1.7: an H100 PCIe, 2.0 TB/s, may
+#: borrow the H100 SXM's Hopper kernels, 3.35 TB/s, rather than an A100's, which have no FP8)
+PROXY_MAX_RATIO = 1.7
 
 
 def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
     """The measured system a data-centre GPU without kernel tables borrows (None for a measured device, one that is
-    not a data-centre GPU, or one no measured system is near): the measured device whose memory bandwidth is nearest
-    (at most PROXY_MAX_RATIO away), one with FP4 tensor cores first when the device has them; ties go to the smaller
-    hardware id. Its kernel times are scaled by the bandwidth ratio."""
+    not a data-centre GPU, or one no measured system is near): among the measured devices at most PROXY_MAX_RATIO
+    away in memory bandwidth, first one of the same architecture, then one with the device's FP4 and FP8 tensor
+    cores, then the nearest in bandwidth; ties go to the smaller hardware id. Its kernel times are scaled by the
+    bandwidth ratio."""
     if measured_system_of(lookup, hw.id) is not None or not hw.memory_bandwidth_bytes_per_s:
         return None
     try:
@@ -72,11 +74,19 @@ def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
     except (KeyError, CalcInputError):
         return None
 
-    def fp4(spec) -> bool:
+    def has(spec, precision: str) -> bool:
         try:
-            return spec.peak("FP4").flop_per_s > 0
+            return spec.peak(precision).flop_per_s > 0
         except CalcInputError:
             return False
+
+    def arch(hid: str):
+        try:
+            return record(lookup, "hardware", hid, "hardware").get("architecture")
+        except CalcInputError:
+            return None
+
+    mine = arch(hw.id)
 
     best = None
     for hid in sorted(systems):
@@ -89,7 +99,8 @@ def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
         dist = abs(math.log(cand.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s))
         if dist > math.log(PROXY_MAX_RATIO):
             continue
-        key = (fp4(hw) and not fp4(cand), round(dist, 9), hid)
+        key = (mine is None or arch(hid) != mine, has(hw, "FP4") and not has(cand, "FP4"),
+               has(hw, "FP8") and not has(cand, "FP8"), round(dist, 9), hid)
         if best is None or key < best[0]:
             best = (key, hid, cand)
     if best is None:

@@ -60,3 +60,33 @@ def test_serving_cost_prices_the_measured_step():
                              "target_tokens_per_s": 1000, "batch": [1, 16, 64], "context_tokens": 2048}).outputs
     assert all(m > b for m, b in zip(o["measured_cost_per_mtok_usd"], o["cost_per_mtok_usd"]))
     assert o["measured_tokens_per_s_per_replica"] == pytest.approx([b / t for b, t in zip([1, 16, 64], o["measured_time_s"])])
+
+
+@pytest.mark.parametrize("device, system, proxy", [
+    ("mi300x", "h200_sxm", "h200-sxm"),            # CDNA 3, FP8: the measured FP8 device nearest in bandwidth
+    ("h100-pcie-80gb", "h100_sxm", "h100-sxm"),    # Hopper first (the A100 is nearer in bandwidth but has no FP8)
+    ("h200-nvl", "h200_sxm", "h200-sxm"),          # the same bandwidth: scale 1
+])
+def test_an_unmeasured_gpu_borrows_a_measured_device_by_rule(device, system, proxy):
+    from calculators.domain import hardware_spec
+    from calculators.perf import PROXY_MAX_RATIO, proxy_system_of
+    from knowledge.loader import catalog_lookup, default_catalog
+
+    lookup = catalog_lookup(default_catalog())
+    hw = hardware_spec(lookup, device)
+    p = proxy_system_of(lookup, hw)
+    assert (p.system, p.hardware) == (system, proxy)
+    cand = hardware_spec(lookup, proxy)
+    assert p.scale == pytest.approx(cand.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s)
+    assert 1 / PROXY_MAX_RATIO <= p.scale <= PROXY_MAX_RATIO
+    assert proxy in p.reason and device in p.reason
+
+
+@pytest.mark.parametrize("device", ["h100-sxm", "l4", "tpu-v6e"])
+def test_a_measured_device_a_far_one_and_a_non_gpu_borrow_nothing(device):
+    from calculators.domain import hardware_spec
+    from calculators.perf import proxy_system_of
+    from knowledge.loader import catalog_lookup, default_catalog
+
+    lookup = catalog_lookup(default_catalog())
+    assert proxy_system_of(lookup, hardware_spec(lookup, device)) is None
