@@ -22,13 +22,22 @@ What this converts, and how:
 - an entry is left out, and counted, when its figures contradict each other or the store's plausibility rules: output
   tokens/s more than 25 % from Little's law (concurrency ÷ mean E2E × mean output length), or an ITL over 10 s.
 
-Usage (the fixture file is read from a fetched copy of the repository, never committed here):
-    python -m knowledge.import_inferencex --snapshot FIXTURE.json URL [--snapshot ...] --out PATH
+With `--scripts REPO` (a git copy of SemiAnalysisAI/InferenceX, whose `benchmarks/` hold the launch script of every
+configuration), each SGLang and TensorRT-LLM record also gets the KV-cache dtype its launch script set on the run's
+date: the repository's last commit before the end of that day, the single-node scripts named
+`dsr1_<precision>_<hardware>[_trt][_mtp]…sh` (every variant, docker or slurm, must agree, else nothing is recorded),
+SGLang's `--kv-cache-dtype` (absent: `auto`, the model dtype, BF16 here) and TensorRT-LLM's `kv_cache_config: dtype:`.
+The record keeps the value as written (`config.kv_cache_dtype`), the scripts and commit it was read at
+(`config.launch_scripts`), and `kv_format` (fp8_e4m3 / fp8 → fp8, auto → bf16).
+
+Usage (the fixture file and the scripts are read from fetched copies of the repositories, never committed here):
+    python -m knowledge.import_inferencex --snapshot FIXTURE.json URL [--snapshot ...] [--scripts REPO] --out PATH
 """
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -176,15 +185,82 @@ def merge(existing: list[dict], snapshots: list[tuple[list[dict], str]]) -> tupl
     return [best[k] for k in order], left
 
 
+SCRIPTS_REPO = "https://github.com/SemiAnalysisAI/InferenceX"
+SCRIPT_HW = {v[0]: k for k, v in HARDWARE.items()}
+KV_FORMATS = {"fp8_e4m3": "fp8", "fp8": "fp8", "auto": "bf16"}
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
+def scripts_for(record: dict, names: list[str]) -> list[str]:
+    """The single-node launch scripts among `names` (paths) that run this record's configuration."""
+    hw, fw, spec = SCRIPT_HW.get(record["hardware"]), record["framework"], record["config"].get("spec_decoding")
+    base = f"dsr1_{record['weight_format']}_{hw}"
+    found = []
+    for path in names:
+        name = path.rsplit("/", 1)[-1].removesuffix(".sh")
+        if not path.startswith("benchmarks/") or "multi_node" in path or not (name == base or name.startswith(base + "_")):
+            continue
+        tokens = [t for t in name[len(base):].split("_") if t]
+        if any(t in ("disagg", "dynamo", "atom", "vllm", "sglang") or "disagg" in t for t in tokens):
+            continue
+        if ("trt" in tokens) != (fw == "trtllm") or ("mtp" in tokens) != bool(spec):
+            continue
+        found.append(path)
+    return sorted(found)
+
+
+def kv_dtype_of(text: str, framework: str) -> str | None:
+    """The KV-cache dtype a launch script sets (SGLang: `auto` when it sets none), or None when it cannot tell."""
+    if framework == "sglang":
+        found = re.findall(r"kv-cache-dtype[= ]+\"?([A-Za-z0-9_]+)", text)
+        return found[0] if found else "auto"
+    found = re.findall(r"kv_cache_config:\s*\n(?:\s+\w+:.*\n)*?\s+dtype:\s*(\w+)", text)
+    return found[0] if found else None
+
+
+def with_launch_config(records: list[dict], repo: Path) -> Counter:
+    """Give each SGLang / TensorRT-LLM record the KV-cache dtype of its launch scripts on its run date (in place)."""
+    said, trees = Counter(), {}
+    for r in records:
+        if r["framework"] not in ("sglang", "trtllm") or r["hardware"] not in SCRIPT_HW:
+            continue
+        commit = _git(repo, "rev-list", "-1", f"--before={r['date']} 23:59:59", "HEAD").strip()
+        if not commit:
+            said["no commit of the scripts repository before the run date"] += 1
+            continue
+        if commit not in trees:
+            trees[commit] = _git(repo, "ls-tree", "-r", "--name-only", commit).splitlines()
+        paths = scripts_for(r, trees[commit])
+        values = {p: kv_dtype_of(_git(repo, "show", f"{commit}:{p}"), r["framework"]) for p in paths}
+        kinds = set(values.values())
+        if len(kinds) != 1 or None in kinds or next(iter(kinds)) not in KV_FORMATS:
+            said[f"no single KV-cache dtype in the launch scripts ({r['framework']})"] += 1
+            continue
+        value = kinds.pop()
+        r["kv_format"] = KV_FORMATS[value]
+        r["config"]["kv_cache_dtype"] = value
+        r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
+        said[f"KV-cache dtype {value} from the launch scripts"] += 1
+    return said
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--snapshot", nargs=2, action="append", metavar=("FIXTURE", "URL"), required=True,
                     help="a benchmarks.json fixture and the URL (repository, commit, path) it was read at")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "data" / "benchmarks" / "inferencex.yaml")
+    ap.add_argument("--scripts", type=Path, default=None, help="a git copy of SemiAnalysisAI/InferenceX: read each "
+                    "record's KV-cache dtype from its launch scripts on its run date")
     args = ap.parse_args(argv)
     existing = yaml.safe_load(args.out.read_text()) if args.out.exists() else []
     snaps = [(orjson.loads(Path(f).read_bytes()), url) for f, url in args.snapshot]
     records, left = merge(existing or [], snaps)
+    if args.scripts is not None:
+        for why, n in with_launch_config(records, args.scripts).most_common():
+            print(f"  {n} × {why}")
     head = ("# InferenceX (SemiAnalysis) single-node DeepSeek-R1 serving points as benchmark records (issue #25 item 3); "
             "closed-loop vllm-bench-serve style runs. Written by `python -m knowledge.import_inferencex` (its "
             "docstring says how), one record per configuration at its newest run.\n")

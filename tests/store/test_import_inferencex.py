@@ -106,7 +106,63 @@ def test_the_stored_inferencex_points_follow_the_rules():
     assert len(keys) == len(set(keys)), "a configuration stored twice"
     for r in records:
         assert r["devices"] == r["tp"], r["id"]
+        if "kv_cache_dtype" in r["config"]:
+            assert r["kv_format"] == IX.KV_FORMATS[r["config"]["kv_cache_dtype"]], r["id"]
+            assert r["config"]["launch_scripts"]["paths"] and len(r["config"]["launch_scripts"]["commit"]) == 40
         m = r["measured"]
         if m.get("output_tokens_per_s_per_device") and (m.get("e2e_s") or {}).get("mean"):
             little = r["load"]["concurrency"] / m["e2e_s"]["mean"] * r["output_tokens"] * 0.9 / r["tp"]
             assert abs(m["output_tokens_per_s_per_device"] / little - 1) <= 0.25, r["id"]
+
+
+def _record(**over) -> dict:
+    r = IX.record_of(entry(**over), URL)
+    assert r is not None
+    return r
+
+
+def test_the_launch_scripts_of_a_configuration_are_found_by_name():
+    names = ["benchmarks/dsr1_fp8_h200_slurm.sh", "benchmarks/dsr1_fp8_h200_docker.sh", "benchmarks/dsr1_fp8_h200_trt.sh",
+             "benchmarks/dsr1_fp8_h200_mtp.sh", "benchmarks/dsr1_fp8_h200_sglang-disagg.sh",
+             "benchmarks/multi_node/dsr1_fp8_h200.sh", "benchmarks/dsr1_fp4_h200.sh", "benchmarks/dsr1_fp8_h2000.sh",
+             "runners/dsr1_fp8_h200.sh"]
+    assert IX.scripts_for(_record(), names) == ["benchmarks/dsr1_fp8_h200_docker.sh", "benchmarks/dsr1_fp8_h200_slurm.sh"]
+    assert IX.scripts_for(_record(framework="trt"), names) == ["benchmarks/dsr1_fp8_h200_trt.sh"]
+    assert IX.scripts_for(_record(spec_method="mtp"), names) == ["benchmarks/dsr1_fp8_h200_mtp.sh"]
+
+
+@pytest.mark.parametrize("text, framework, value", [
+    ("python3 -m sglang.launch_server --tp 8 --kv-cache-dtype fp8_e4m3 --disable-radix-cache", "sglang", "fp8_e4m3"),
+    ("python3 -m sglang.launch_server --kv-cache-dtype=fp8_e4m3", "sglang", "fp8_e4m3"),
+    ("python3 -m sglang.launch_server --tp 8 --mem-fraction-static 0.82", "sglang", "auto"),
+    ("cat > cfg.yml << EOF\nkv_cache_config:\n  free_gpu_memory_fraction: 0.75\n  dtype: fp8\nEOF\n", "trtllm", "fp8"),
+    ("trtllm-serve $MODEL --tp_size=8", "trtllm", None),
+])
+def test_the_kv_cache_dtype_is_read_from_the_script_as_written(text, framework, value):
+    assert IX.kv_dtype_of(text, framework) == value
+
+
+def test_each_record_takes_the_kv_dtype_its_scripts_set_on_its_run_date(tmp_path):
+    import subprocess
+
+    repo = tmp_path / "ix"
+    (repo / "benchmarks").mkdir(parents=True)
+
+    def commit(text: str, date: str) -> None:
+        (repo / "benchmarks" / "dsr1_fp8_h200_slurm.sh").write_text(text)
+        env = {"GIT_AUTHOR_DATE": f"{date}T12:00:00", "GIT_COMMITTER_DATE": f"{date}T12:00:00",
+               "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+               "PATH": __import__("os").environ["PATH"]}
+        subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True, env=env)
+        subprocess.run(["git", "-C", str(repo), "commit", "-q", "-m", date], check=True, env=env)
+
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    commit("python3 -m sglang.launch_server --tp 8\n", "2026-01-10")
+    commit("python3 -m sglang.launch_server --tp 8 --kv-cache-dtype fp8_e4m3\n", "2026-03-10")
+    early, late, before = _record(date="2026-02-01"), _record(date="2026-04-01", conc=32), _record(date="2025-12-01", conc=8)
+    said = IX.with_launch_config([early, late, before], repo)
+    assert (early["kv_format"], early["config"]["kv_cache_dtype"]) == ("bf16", "auto")
+    assert (late["kv_format"], late["config"]["kv_cache_dtype"]) == ("fp8", "fp8_e4m3")
+    assert late["config"]["launch_scripts"]["paths"] == ["benchmarks/dsr1_fp8_h200_slurm.sh"]
+    assert before["kv_format"] is None and "kv_cache_dtype" not in before["config"]   # no script yet on its date
+    assert sum(said.values()) == 3
