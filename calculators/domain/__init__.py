@@ -16,7 +16,7 @@ from calculators.domain.formats import (
 )
 from calculators.domain.hardware import (
     DEFAULT_MEMORY_UTILIZATION, DEFAULT_RUNTIME_RESERVE_BYTES, HARDWARE_KINDS, HardwareSpec, LinkSpec, MEMORY_RULE,
-    PRECISIONS, hardware_kind,
+    PRECISIONS, hardware_architecture, hardware_kind,
     Peak, SCOPES, alpha_assumption, describe_fit, explain_memory_rule, figure_basis, hardware_rates, hardware_spec,
     link_spec, measured_link_fits, note_scope, per_device_value, spec_from_record, stored_device_price,
     usable_memory_bytes, PRICE_AS_OF_ENV, PRICE_RULE, PRICE_STALE_MONTHS, PriceChoice, choose_device_price, months_old,
@@ -46,7 +46,7 @@ from calculators.domain.model_sizes import MatrixParams, arch_matrix_params, mat
 from calculators.domain.model_ids import AmbiguousModelId, resolve_model, resolve_model_id
 
 __all__ = [
-    'HARDWARE_KINDS', 'hardware_kind',
+    'HARDWARE_KINDS', 'hardware_architecture', 'hardware_kind',
     'ATTENTION', 'COMPRESSED', 'KNOWN_ATTENTION', 'LINEAR', 'LINEAR_KINDS', 'Layout', 'MLA', 'Mixer',
     'layout_from_arch', 'layout_ledger', 'layout_of',
     'AmbiguousModelId', 'resolve_model', 'resolve_model_id',

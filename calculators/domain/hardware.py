@@ -77,6 +77,16 @@ _ACCELERATOR = re.compile(r"\b(tpu\w*|trainium\w*|inferentia\w*|gaudi|ascend|atl
 _PERSONAL = re.compile(r"\b(laptop|desktop|workstation|mac|geforce)\b")
 
 
+def hardware_architecture(lookup: Lookup, ident: str) -> str | None:
+    """The architecture a hardware record names ("CDNA 3", "Hopper"), None when it names none or there is no such
+    record."""
+    try:
+        arch = fetch(lookup, "hardware", ident, "hardware").get("architecture")
+    except CalcInputError:
+        return None
+    return str(arch) if arch else None
+
+
 def hardware_kind(record: Any) -> str:
     """The kind (a key of HARDWARE_KINDS) of a hardware record (a dict or a record object), by rule:
     an explicit `kind` wins; a record covering several devices (scope rack or pod, or devices_in_scope > 1) is a

@@ -36,7 +36,7 @@ from calculators.perf.step_eval import (
 )
 from calculators.perf.measured_estimate import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, PROXY_MAX_RATIO, Proxy, estimate_system,
-    measured_system_of, proxy_system_of, step_estimate,
+    kernel_source, measured_system_of, proxy_system_of, step_estimate,
 )
 from calculators.perf.measured_layers import (
     DSA_GEOMETRY, LayerKernels, MLA_MODULE_GEOMETRY, MlaGeometry, alltoall_kernel, linear_state_kernel, mla_core_kernel,
@@ -58,7 +58,7 @@ __all__ = [
     'causal_pairs', 'chunk_bytes', 'clear_index', 'collective_cost', 'context_attention_bound_s',
     'context_attention_latency', 'decode_step', 'dtype_bytes', 'estimate', 'flags_of', 'gemm_bound_s',
     'gemm_kernel', 'gemm_latency', 'generation_attention_bound_s', 'generation_attention_latency', 'index_table',
-    'PROXY_MAX_RATIO', 'Proxy', 'proxy_system_of', 'estimate_system', 'leave_one_out', 'load_system', 'locate', 'measured_system_of', 'moe_bound_s', 'moe_kernel', 'moe_latency',
+    'PROXY_MAX_RATIO', 'Proxy', 'kernel_source', 'proxy_system_of', 'estimate_system', 'leave_one_out', 'load_system', 'locate', 'measured_system_of', 'moe_bound_s', 'moe_kernel', 'moe_latency',
     'moe_split', 'prefill_step', 'published_moe_split', 'rates_from_spec', 'rescaled', 'resolve_link',
     'ring_allreduce_s', 'step_estimate', 'table_dtype', 'table_key',
 ]

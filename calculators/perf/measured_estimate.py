@@ -16,7 +16,8 @@ import numpy as np
 from pydantic import Field
 
 from calculators.domain import (
-    format_label, hardware_kind, hardware_spec, layout_of, model_record, record, shipped_weight_formats,
+    format_label, hardware_architecture, hardware_kind, hardware_spec, layout_of, model_record, record,
+    shipped_weight_formats,
 )
 from calculators.framework import CalcInputError, Lookup, Result, first, fmt_s, num, out
 
@@ -80,13 +81,7 @@ def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
         except CalcInputError:
             return False
 
-    def arch(hid: str):
-        try:
-            return record(lookup, "hardware", hid, "hardware").get("architecture")
-        except CalcInputError:
-            return None
-
-    mine = arch(hw.id)
+    mine = hardware_architecture(lookup, hw.id)
 
     best = None
     for hid in sorted(systems):
@@ -99,7 +94,7 @@ def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
         dist = abs(math.log(cand.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s))
         if dist > math.log(PROXY_MAX_RATIO):
             continue
-        key = (mine is None or arch(hid) != mine, has(hw, "FP4") and not has(cand, "FP4"),
+        key = (mine is None or hardware_architecture(lookup, hid) != mine, has(hw, "FP4") and not has(cand, "FP4"),
                has(hw, "FP8") and not has(cand, "FP8"), round(dist, 9), hid)
         if best is None or key < best[0]:
             best = (key, hid, cand)
@@ -108,10 +103,24 @@ def proxy_system_of(lookup: Lookup, hw: Any) -> Proxy | None:
     _, hid, cand = best
     scale = cand.memory_bandwidth_bytes_per_s / hw.memory_bandwidth_bytes_per_s
     why = (f"{hw.id} has no measured kernels: the kernel times are those measured on {hid} ({systems[hid]}), the "
-           f"measured device nearest in memory bandwidth ({num(cand.memory_bandwidth_bytes_per_s / 1e12, 3)} vs "
-           f"{num(hw.memory_bandwidth_bytes_per_s / 1e12, 3)} TB/s), × {num(scale, 3)} (the bandwidth ratio: decode "
-           "kernels are bandwidth-bound); the collectives are this device's link")
+           "measured device chosen by architecture, tensor-core precisions and memory bandwidth "
+           f"({num(cand.memory_bandwidth_bytes_per_s / 1e12, 3)} vs {num(hw.memory_bandwidth_bytes_per_s / 1e12, 3)} "
+           f"TB/s), × {num(scale, 3)} (the bandwidth ratio: decode kernels are bandwidth-bound); the collectives are "
+           "this device's link")
     return Proxy(systems[hid], hid, scale, why)
+
+
+def kernel_source(lookup: Lookup, hw: Any, estimate: str | None) -> tuple[str | None, Proxy | None]:
+    """(measured system, proxy) whose kernel tables a step on `hw` reads under `estimate`: its own system; else,
+    unless `estimate` is "measured" (the device's own tables) or "bound", a proxy's (`proxy_system_of`); else
+    (None, None). The serving estimate and the planner choose the same way."""
+    if estimate == "bound":
+        return None, None
+    name = measured_system_of(lookup, hw.id)
+    if name is not None or estimate == "measured":
+        return name, None
+    proxy = proxy_system_of(lookup, hw)
+    return (proxy.system, proxy) if proxy is not None else (None, None)
 
 
 def estimate_system(lookup: Lookup, hw: Any, estimate: str | None):

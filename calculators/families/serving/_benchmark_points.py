@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from calculators.domain import record, shipped_weight_formats
+from calculators.domain import hardware_architecture, record, shipped_weight_formats
 from calculators.framework import CalcInputError, Lookup, ids_of
 
 #: frameworks the estimate has a scheduler and kernels for
@@ -200,10 +200,7 @@ def calibration_key(hardware: str, framework: str, basis: str) -> str:
 
 def hardware_family(lookup: Lookup, hardware: str) -> str | None:
     """The architecture group of a hardware id ("arch:CDNA 3"), None when its record names no architecture."""
-    try:
-        arch = record(lookup, "hardware", hardware, "hardware").get("architecture")
-    except CalcInputError:
-        return None
+    arch = hardware_architecture(lookup, hardware)
     return f"{FAMILY}{arch}" if arch else None
 
 

@@ -45,7 +45,7 @@ from calculators.families.serving._plan_search import (
     mtp_tokens_per_step, p90_wait, rows, search_splits, step_table, weight_formats,
 )
 from calculators.perf import (
-    bound_of, FRAMEWORK_FIELD, load_system, measured_of, measured_system_of, MeasuredFramework, proxy_system_of,
+    bound_of, FRAMEWORK_FIELD, load_system, measured_of, measured_system_of, MeasuredFramework, kernel_source,
     rates_from_spec, Split,
     split_problems,
 )
@@ -134,11 +134,8 @@ def _evaluate(req, lookup: Lookup, res: Result, lay, groups, hw_id: str, mode_li
     price, price_note = _price(req, lookup, hw_id, res)
     fits_link, link_id, link_bw = link_fits(lookup, hw, (req.link or {}).get(hw_id))
     rates = rates_from_spec(hw)
-    system = proxy = None
-    sys_name = measured_system_of(lookup, hw_id) if req.estimate != "bound" else None
-    if sys_name is None and req.estimate not in ("bound", "measured"):
-        proxy = proxy_system_of(lookup, hw)       # a device without kernels borrows the nearest measured one's
-        sys_name = proxy.system if proxy is not None else None
+    system = None
+    sys_name, proxy = kernel_source(lookup, hw, req.estimate)   # a device without kernels may borrow a proxy's
     if sys_name:
         try:
             system = load_system(lookup, sys_name, hw)

@@ -32,7 +32,7 @@ from calculators.framework import (
 from calculators.framework import headline as hf
 from calculators.perf import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
-    measured_of, measured_system_of, proxy_system_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
+    kernel_source, measured_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
 )
 from calculators.families.serving._benchmark_points import calibration, measured_figures, nearest_points
 from calculators.families.serving._plan_search import weight_formats
@@ -236,17 +236,13 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
 
     # ---- what the step times come from
     rates = rates_from_spec(hw)
-    system = proxy = None
+    system = None
     basis = "bound"
-    if req.estimate != "bound":
-        name = measured_system_of(lookup, hw.id)
-        if name is None and req.estimate != "measured":
-            proxy = proxy_system_of(lookup, hw)
-            name = proxy.system if proxy is not None else None
-        if name is not None:
-            system = load_system(lookup, name, hw, framework=req.framework)
-        elif req.estimate == "measured":
-            raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound' (or "
+    name, proxy = kernel_source(lookup, hw, req.estimate)
+    if name is not None:
+        system = load_system(lookup, name, hw, framework=req.framework)
+    elif req.estimate == "measured":
+        raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound' (or "
                                  "leave estimate unset: a device without kernels then borrows a measured device's)")
     scale = proxy.scale if proxy is not None else 1.0
     times = lambda ops: _times(ops, rates, system, req.framework, link, scale)
