@@ -74,7 +74,7 @@ def gemm_bound_s(m: Any, n: Any, k: Any, dtype: str, rates: Rates) -> np.ndarray
 
 def gemm_kernel(system: MeasuredSystem, m: Any, n: Any, k: Any, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     dt = table_dtype(dtype)
-    grid = _grid(index_table(system.table("gemm_perf"), GEMM_CATS, GEMM_AXES), (dt,), "weight_dtype", "GEMM")
+    grid = _grid(index_table(system.table("gemm_perf"), GEMM_CATS, GEMM_AXES, padded="m"), (dt,), "weight_dtype", "GEMM")
     q = (m, n, k)
     return estimate(grid, q, lambda a, b, c: gemm_bound_s(a, b, c, dt, system.rates))
 
@@ -159,7 +159,7 @@ def moe_bound_s(tokens, hidden, inter, topk, experts, tp, ep, dtype: str, rates:
 
 def moe_kernel(system: MeasuredSystem, tokens, hidden, inter, topk, experts, tp, ep, dtype: str, distribution: str | None):
     rec = system.table("moe_perf")
-    grids = index_table(rec, MOE_CATS, MOE_AXES, fastest_kernel=True)
+    grids = index_table(rec, MOE_CATS, MOE_AXES, fastest_kernel=True, padded="num_tokens")
     dt = table_dtype(dtype)
     dists = sorted({c[1] for c in grids if c[0] == dt})
     if not dists:

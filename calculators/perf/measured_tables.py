@@ -205,6 +205,15 @@ class Grid:
     def points(self) -> int:
         return int(self.measured_flat.size)
 
+    def padded(self, axis: str) -> "Grid":
+        """This grid with each measured cell lowered to the least latency measured at the same or a larger value of
+        `axis` (the other axes fixed); cells not measured stay unmeasured."""
+        i = self.names.index(axis)
+        lat = np.moveaxis(self.log_lat, i, 0)
+        best = np.minimum.accumulate(np.where(np.isnan(lat), np.inf, lat)[::-1], axis=0)[::-1]
+        out = np.moveaxis(np.where(np.isnan(lat), np.nan, best), 0, i)
+        return Grid(self.names, self.axes, self.log_axes, np.ascontiguousarray(out))
+
     def coords(self, flat: np.ndarray) -> tuple[np.ndarray, ...]:
         """Axis values of flat cell indices."""
         idx = np.unravel_index(flat, self.log_lat.shape)
@@ -382,15 +391,21 @@ def _as_key(v: Any) -> Any:
 
 def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
                 derive: dict[str, Callable[[dict], np.ndarray]] | None = None,
-                defaults: dict[str, Any] | None = None, fastest_kernel: bool = False) -> dict[tuple, Grid]:
+                defaults: dict[str, Any] | None = None, fastest_kernel: bool = False,
+                padded: str | None = None) -> dict[tuple, Grid]:
     """{category values: Grid} of a measured table, built once per (sha256, layout) and cached.
 
     `derive` adds computed columns (e.g. sequence length = isl + step); `defaults` fills columns that older tables
     lack (e.g. window_size 0 before windows were measured). Where one category holds rows of several
     `kernel_source`s, only the kernel with the most rows is kept (one kernel per grid, never a blend) — or, with
     `fastest_kernel`, the fastest kernel measured at each shape (for kernels an engine picks per shape at run time,
-    as TensorRT-LLM's MoE switches to its min-latency kernel at small token counts)."""
-    key = (table_key(rec), tuple(categories), tuple(axes), tuple(sorted(derive or ())), fastest_kernel)
+    as TensorRT-LLM's MoE switches to its min-latency kernel at small token counts).
+
+    `padded` names an axis an engine may round up: a batch of m rows can run as any larger batch it has a kernel
+    (or a captured CUDA graph) for, so a cell keeps the least latency measured at its m or any larger one (`Grid.
+    padded`). Tables that hold a slower kernel choice at one size than at the next (the GEMM tables' spikes at
+    m = 1, 8, 12 on B200) then answer what an engine that pads would run."""
+    key = (table_key(rec), tuple(categories), tuple(axes), tuple(sorted(derive or ())), fastest_kernel, padded)
     hit = _INDEX.get(key)
     if hit is not None:
         return hit
@@ -431,8 +446,9 @@ def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
             if names.size > 1:
                 sel = sel[kernels[sel] == names[np.argmax(counts)]]
         cat = tuple(_as_key(u[c[sel[0]]]) for u, c in zip(uniques, codes))
-        grids[cat] = build_grid(axes, [np.asarray(cols[a])[sel] for a in axes], np.asarray(cols["latency"])[sel],
-                                fastest=fastest_kernel)
+        grid = build_grid(axes, [np.asarray(cols[a])[sel] for a in axes], np.asarray(cols["latency"])[sel],
+                          fastest=fastest_kernel)
+        grids[cat] = grid if padded is None else grid.padded(padded)
     _INDEX[key] = grids
     release = getattr(rec["columns"], "release", None)
     if release is not None:         # the rows are in the grids now: a memory-mapped table's pages may go
