@@ -10,8 +10,10 @@ throughput by k exactly (the batch and the KV slots do not move); under a Poisso
 fixed), so those points are estimated again with the factor.
 
 The fit. A point asks for log k = the mean of log(measured TPOT / estimated TPOT) and log(estimated tokens/s per
-device / measured), over the figures it publishes; a group's factor is exp(median) of its points' values (robust to
-a stray point), fitted only where the group has at least MIN_POINTS points. Groups: hardware × framework × basis,
+device / measured), over the figures it publishes; a group's factor is exp of the median over its sources of each
+source's median of its points' values (robust to a stray point, and each source one vote: a source's points share one
+engine version and one sweep, so the source with the most points would otherwise set the factor that a different
+source's runs are estimated with), fitted only where the group has at least MIN_POINTS points. Groups: hardware × framework × basis,
 hardware × any framework × basis, then the devices of the hardware's architecture (as its record names it, e.g. CDNA 3
 for MI300X and MI325X) × framework and × any framework (the estimate uses the first that exists). TTFT is not fitted on: the
 estimate's TTFT errors are dominated by what the step model leaves out (queueing of bursts), not by step speed.
@@ -45,7 +47,8 @@ METRICS = ("tpot_s", "output_tokens_per_s_per_device", "ttft_s")
 MODEL = ("One factor k per hardware × framework × basis of the step times (measured kernels, a proxy device's "
          "measured kernels, or the peak-rate bound), else per hardware × any framework, else per architecture (all "
          "devices a hardware record names the same architecture, × framework, then any), multiplies every step "
-         "time (decode, prefill, collectives; not the floor). Fitted as exp(median over the group's points of log k), a point's log k being the mean of "
+         "time (decode, prefill, collectives; not the floor). Fitted as exp(median over the group's sources of each "
+         "source's median log k; each source one vote), a point's log k being the mean of "
          f"log(measured / estimated TPOT) and log(estimated / measured tokens/s per device); only groups of ≥ "
          f"{MIN_POINTS} points get one. Validation: each source's points are estimated with factors fitted on the "
          "other sources only.")
@@ -101,7 +104,12 @@ def fit(rows: list[dict]) -> dict[str, dict]:
             continue
         hw, fw, b = key.rsplit("/", 2)
         logs = [v for _, v in members]
-        log_k = statistics.median(logs)
+        by_source: dict[str, list[float]] = {}
+        for r, v in members:
+            by_source.setdefault(r["source"], []).append(v)
+        # each source one vote: the median of the sources' own medians, so the source with the most points (one
+        # engine version, one sweep) does not set the factor a different source's runs are estimated with
+        log_k = statistics.median(statistics.median(vs) for vs in by_source.values())
         out[key] = {"id": key, "hardware": hw, "framework": None if fw == "*" else fw, "basis": b,
                     "factor": math.exp(log_k), "points": len(members),
                     "sources": sorted({r["source"] for r, _ in members}),
