@@ -314,6 +314,8 @@ class ValidationRow(BaseModel):
     hardware_family: Optional[str] = Field(None, description="The calibration group of the hardware's architecture "
                                            "(\"arch:\" + the architecture its record names), null when it names none.")
     devices: Optional[int] = None
+    date: Optional[str] = Field(None, description="The run's date as published (ISO).")
+    run_half: Optional[str] = Field(None, description="The half-year of the run (\"2025-H2\"), as by_run_date groups it.")
     framework: str
     load: str = Field(description="concurrency, poisson, offline or burst when compared; else the load's kind.")
     compared: bool
@@ -347,6 +349,8 @@ class ValidationTables(BaseModel):
     by_model_family: dict[str, ValidationGroup]
     by_framework: dict[str, ValidationGroup]
     by_load: dict[str, ValidationGroup]
+    by_run_date: dict[str, ValidationGroup] = Field(description="By the half-year each point was run (2025-H2): the "
+                                                    "engine software of its date against kernel tables of one version.")
 
 
 class ValidationTarget(BaseModel):

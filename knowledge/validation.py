@@ -61,6 +61,7 @@ class Row:
     load: str
     compared: bool
     hardware_family: str | None = None
+    date: str | None = None             # the run's date as published (YYYY-MM-DD), for the by_run_date table
     reason: str | None = None
     mapping: list[str] = field(default_factory=list)
     request: dict | None = None
@@ -100,7 +101,7 @@ def validate_point(point: dict, lookup: Lookup) -> Row:
     load = point.get("load") or {}
     base = dict(id=point["id"], source=point.get("source", "?"), model=point.get("model"),
                 hardware=point.get("hardware"), framework=point.get("framework", "?"),
-                load=next(iter(load), "?"),
+                load=next(iter(load), "?"), date=str(point["date"]) if point.get("date") else None,
                 hardware_family=hardware_family(lookup, point["hardware"]) if point.get("hardware") else None)
     meas = measured_figures(point)
     body, kind, mapping = request_of(point, lookup)
@@ -170,6 +171,14 @@ def summary(rows: list[Row], key: Callable[[Row], str] | None = None, calibrated
     return out
 
 
+def run_half_of(r: Row) -> str:
+    """The half-year a point was run in ("2025-H2"): the software it ran is that of its date, and the kernel tables
+    are of one version, so this table shows how far an estimate drifts from runs of older engines."""
+    if not r.date or len(r.date) < 7 or not r.date[:4].isdigit() or not r.date[5:7].isdigit():
+        return "?"
+    return f"{r.date[:4]}-H{1 if int(r.date[5:7]) <= 6 else 2}"
+
+
 def family_of(r: Row) -> str:
     m = (r.model or "").lower()
     for fam in ("llama", "deepseek", "qwen", "gpt-oss", "mixtral", "gemma", "kimi", "glm"):
@@ -185,6 +194,7 @@ GROUPS: dict[str, tuple[str, Callable[[Row], str]]] = {
     "by_model_family": ("model family", family_of),
     "by_framework": ("framework", lambda r: r.framework),
     "by_load": ("load", lambda r: r.load),
+    "by_run_date": ("run date", run_half_of),
 }
 METRICS = ("tpot_s", "output_tokens_per_s_per_device", "ttft_s")
 
@@ -374,5 +384,5 @@ def store_factors(store) -> dict[str, dict]:
 
 
 __all__ = ["FRAMEWORKS", "GROUPS", "METRICS", "Row", "cache_dir", "cache_key", "cached_report", "calibrated_views",
-           "clear_cache", "code_digest", "estimate", "family_of", "points", "report", "request_of", "store_factors",
+           "clear_cache", "code_digest", "estimate", "family_of", "points", "run_half_of", "report", "request_of", "store_factors",
            "summary", "tables", "validate_point"]

@@ -70,6 +70,7 @@ def _enrich(report: dict[str, Any], store: Store) -> dict[str, Any]:
         row["model_hf"], row["hardware_name"] = rec.get("model_hf"), rec.get("hardware_name")
         row["devices"] = rec.get("devices")
         row["model_family"] = V.family_of(V.Row(**_row_fields(row)))
+        row["run_half"] = V.run_half_of(V.Row(**_row_fields(row)))
         row["page_url"], row["api_url"] = urls.benchmark(row["id"]), urls.api_item("benchmark", row["id"])
         row["validation_url"] = urls.api_validation_point(row["id"])
         row["calculator_url"] = urls.calculator("serving-estimate", row["request"]) if row.get("compared") else None
@@ -260,8 +261,8 @@ Id = Annotated[str, PathParam(min_length=1, max_length=200, description="Benchma
                         "mapping rules it used), predicted beside measured TPOT, TTFT and output tokens/s per device, "
                         "their errors (predicted / measured − 1) and whether the peak-rate floor is below the measured "
                         "TPOT; points the store cannot describe are listed with the reason. Tables `overall` and "
-                        "`by_source`, `by_hardware`, `by_model_family`, `by_framework`, `by_load`: points, median "
-                        "|error| and the share within ±25 % per metric. The filters keep some rows and the tables are "
+                        "`by_source`, `by_hardware`, `by_model_family`, `by_framework`, `by_load`, `by_run_date` "
+                        "(half-year of the run): points, median |error| and the share within ±25 % per metric. The filters keep some rows and the tables are "
                         "recomputed over them. Computed once per data version (tens of seconds the first time), then "
                         "cached.")
 def get_validation(query: Annotated[ValidationQuery, Query()], store: Store = Depends(get_store)) -> FastJSONResponse:

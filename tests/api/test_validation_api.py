@@ -89,7 +89,7 @@ def test_a_poisson_rows_tokens_per_s_are_never_an_error(full):
 
 @pytest.mark.parametrize("table, key", [("by_source", "source"), ("by_hardware", "hardware"),
                                         ("by_model_family", "model_family"), ("by_framework", "framework"),
-                                        ("by_load", "load")])
+                                        ("by_load", "load"), ("by_run_date", "run_half")])
 def test_each_table_summarises_exactly_the_compared_rows_of_its_groups(full, table, key):
     compared = [r for r in full["rows"] if r["compared"]]
     groups = Counter(r[key] or "?" for r in compared)
