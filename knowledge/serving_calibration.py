@@ -13,7 +13,9 @@ The fit. A point asks for log k = the mean of log(measured TPOT / estimated TPOT
 device / measured), over the figures it publishes; a group's factor is exp of the median over its sources of each
 source's median of its points' values (robust to a stray point, and each source one vote: a source's points share one
 engine version and one sweep, so the source with the most points would otherwise set the factor that a different
-source's runs are estimated with), fitted only where the group has at least MIN_POINTS points. Groups: hardware × framework × basis,
+source's runs are estimated with), fitted only where the group has at least MIN_POINTS points from at least
+MIN_SOURCES sources (one publisher's runs share one engine version and set-up: a factor of them alone does not carry
+to another's). Groups: hardware × framework × basis,
 hardware × any framework × basis, then the devices of the hardware's architecture (as its record names it, e.g. CDNA 3
 for MI300X and MI325X) × framework and × any framework (the estimate uses the first that exists). TTFT is not fitted on: the
 estimate's TTFT errors are dominated by what the step model leaves out (queueing of bursts), not by step speed.
@@ -36,6 +38,9 @@ from calculators.families.serving._benchmark_points import CALIBRATION, FAMILY, 
 KIND = CALIBRATION
 #: points a group needs before it gets a factor
 MIN_POINTS = 2
+#: a factor rests on at least this many sources: one publisher's runs share its engine version and set-up, so a factor
+#: fitted on them alone says how fast that publisher's engine was, not how fast another's will be
+MIN_SOURCES = 2
 #: the bases whose factors are applied (`auto`, the store's lookup, the validation figures). Factors of estimates on
 #: measured kernels are fitted and reported but not applied: on the stored points they did not carry over from one
 #: source to another (an offline trtllm-bench table asks for faster steps, the closed-loop runs of the same GPUs for
@@ -50,7 +55,7 @@ MODEL = ("One factor k per hardware × framework × basis of the step times (mea
          "time (decode, prefill, collectives; not the floor). Fitted as exp(median over the group's sources of each "
          "source's median log k; each source one vote), a point's log k being the mean of "
          f"log(measured / estimated TPOT) and log(estimated / measured tokens/s per device); only groups of ≥ "
-         f"{MIN_POINTS} points get one. Validation: each source's points are estimated with factors fitted on the "
+         f"{MIN_POINTS} points from ≥ {MIN_SOURCES} sources get one. Validation: each source's points are estimated with factors fitted on the "
          "other sources only.")
 
 
@@ -100,7 +105,7 @@ def fit(rows: list[dict]) -> dict[str, dict]:
             found.setdefault(key, []).append((r, v))
     out = {}
     for key, members in sorted(found.items()):
-        if len(members) < MIN_POINTS:
+        if len(members) < MIN_POINTS or len({r["source"] for r, _ in members}) < MIN_SOURCES:
             continue
         hw, fw, b = key.rsplit("/", 2)
         logs = [v for _, v in members]
@@ -158,8 +163,10 @@ def _why_none(row: dict, train: list[dict], source: str) -> str:
     if not same_hw:
         return (f"no factor in this fold: {hw} ({b} step times) is measured by no source but {source}, nor is any "
                 "device of its architecture, so its points keep the uncalibrated estimate")
-    return (f"no factor in this fold: the other sources have {len(same_hw)} point(s) of {hw} ({b} step times), "
-            f"fewer than {MIN_POINTS}, so its points keep the uncalibrated estimate")
+    n_src = len({r["source"] for r in same_hw})
+    return (f"no factor in this fold: the other sources have {len(same_hw)} point(s) of {hw} ({b} step times) from "
+            f"{n_src} source(s), and a factor needs ≥ {MIN_POINTS} points from ≥ {MIN_SOURCES} sources (nor does "
+            "its architecture have them), so its points keep the uncalibrated estimate")
 
 
 def applied(factors: dict[str, dict], bases: tuple[str, ...] = APPLIED) -> dict[str, dict]:
@@ -239,5 +246,5 @@ def targets(uncalibrated: dict, loso: dict) -> list[dict]:
     return out
 
 
-__all__ = ["APPLIED", "FITTED", "applied", "compared_metrics", "group_of", "KIND", "MIN_POINTS", "MODEL", "TARGETS", "basis_kind", "choose", "errors", "factor_errors",
+__all__ = ["APPLIED", "FITTED", "applied", "compared_metrics", "group_of", "KIND", "MIN_POINTS", "MIN_SOURCES", "MODEL", "TARGETS", "basis_kind", "choose", "errors", "factor_errors",
            "fit", "leave_one_source_out", "residual", "scaled", "targets"]

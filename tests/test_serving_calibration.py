@@ -62,6 +62,12 @@ def test_leaving_a_source_out_never_uses_its_own_measurements():
     assert before["b1"]["predicted"]["tpot_s"] == pytest.approx(0.01 * before["b1"]["factor"])
 
 
+def test_a_factor_fitted_on_one_source_alone_is_not_kept():
+    rows = [row("a1", "A", tpot=(0.01, 0.02)), row("a2", "A", tpot=(0.01, 0.02)), row("a3", "A", tpot=(0.01, 0.02))]
+    assert SC.fit(rows) == {}
+    assert SC.fit(rows + [row("b1", "B", tpot=(0.01, 0.02))])[calibration_key("mi300x", "vllm", "bound")]["points"] == 4
+
+
 def test_hardware_that_only_its_own_source_measured_gets_no_factor_and_says_so():
     rows = [row("a1", "A", hardware="mi325x"), row("a2", "A", hardware="mi325x"), row("b1", "B"), row("b2", "B")]
     loso = SC.leave_one_source_out(rows)
@@ -70,7 +76,7 @@ def test_hardware_that_only_its_own_source_measured_gets_no_factor_and_says_so()
     assert loso["b1"]["factor"] is None, "mi300x is measured by B alone"
     # measured-kernel estimates get factors fitted, not applied
     meas = [row("m1", "A", basis="measured (x)"), row("m2", "B", basis="measured (x)"),
-            row("m3", "B", basis="measured (x)")]
+            row("m3", "C", basis="measured (x)")]
     assert SC.leave_one_source_out(meas)["m1"]["factor"] is None
     assert SC.leave_one_source_out(meas, bases=("bound", "measured"))["m1"]["factor"] == pytest.approx(3.0)
 
@@ -80,16 +86,21 @@ def test_a_device_only_its_own_source_measured_takes_its_architectures_factor_fr
     rows = [row("a1", "A", hardware="mi325x", basis="proxy (x)", tpot=(0.01, 0.025)),
             row("a2", "A", hardware="mi325x", basis="proxy (x)", tpot=(0.01, 0.025)),
             row("b1", "B", basis="proxy (x)", tpot=(0.01, 0.02), tok=(200, 100)),
-            row("b2", "B", basis="proxy (x)", tpot=(0.01, 0.02), tok=(200, 100))]
+            row("b2", "B", basis="proxy (x)", tpot=(0.01, 0.02), tok=(200, 100)),
+            row("c1", "C", basis="proxy (x)", tpot=(0.01, 0.02), tok=(200, 100))]
     for r in rows:
         r["hardware_family"] = fam
     f = SC.fit(rows)
-    assert f[calibration_key(fam, "vllm", "proxy")]["points"] == 4
-    assert SC.choose(f, "mi325x", "vllm", "proxy", fam) is f[calibration_key("mi325x", "vllm", "proxy")]
+    assert f[calibration_key(fam, "vllm", "proxy")]["points"] == 5
+    # MI325X is measured by A alone: no factor of its own, its architecture's instead
+    assert calibration_key("mi325x", "vllm", "proxy") not in f
+    assert SC.choose(f, "mi325x", "vllm", "proxy", fam) is f[calibration_key(fam, "vllm", "proxy")]
     loso = SC.leave_one_source_out(rows)
-    # A's MI325X points: no MI325X factor without A, so the CDNA 3 factor of B's MI300X points (× 2)
+    # A's MI325X points: no MI325X factor without A, so the CDNA 3 factor of B's and C's MI300X points (× 2)
     assert loso["a1"]["factor"] == pytest.approx(2.0) and loso["a1"]["group"] == "CDNA 3 devices × framework"
-    assert loso["a1"]["fitted_on"]["sources"] == ["B"]
+    assert loso["a1"]["fitted_on"]["sources"] == ["B", "C"]
+    # B's fold has MI300X points of C alone and MI325X points of A: one source per device, but two for CDNA 3
+    assert loso["b1"]["group"] == "CDNA 3 devices × framework"
     # without an architecture there is no such fallback
     bare = [{k: v for k, v in r.items() if k != "hardware_family"} for r in rows]
     assert SC.leave_one_source_out(bare)["a1"]["factor"] is None
