@@ -106,6 +106,17 @@ def test_mi300x_tensor_parallel_defaults_to_xgmi_not_pcie(lookup):
     assert agg.one_way_bytes_per_s > link_spec(lookup, "pcie5-x16").one_way_bytes_per_s
 
 
+def test_mi325x_times_its_all_reduces_with_the_mi300x_alpha_and_says_it_is_assumed(lookup):
+    spec = hardware_spec(lookup, "mi325x")
+    assert spec.scale_up_link == "xgmi-mi325x"
+    link = link_spec(lookup, "xgmi-mi325x")
+    assert link.latency_s == link_spec(lookup, "xgmi-mi300x").latency_s
+    import yaml
+    from pathlib import Path
+    rec = next(r for r in yaml.safe_load(Path("knowledge/data/links.yaml").read_text()) if r["id"] == "xgmi-mi325x")
+    assert rec["latency_s"]["note"].startswith("ASSUMED FROM THE MI300X")
+
+
 @pytest.mark.parametrize("hw_id, memory_gib", [("l4", 24), ("mi250x", 128), ("mi325x", 256), ("mi355x", 288),
                                                 ("tpu-v5e", 16), ("tpu-v6e", 32), ("tpu-v7", 192),
                                                 ("trainium2", 96), ("gaudi3", 128)])
