@@ -28,7 +28,10 @@ date: the repository's last commit before the end of that day, the single-node s
 `dsr1_<precision>_<hardware>[_trt][_mtp]…sh` (every variant, docker or slurm, must agree, else nothing is recorded),
 SGLang's `--kv-cache-dtype` (absent: `auto`, the model dtype, BF16 here) and TensorRT-LLM's `kv_cache_config: dtype:`.
 The record keeps the value as written (`config.kv_cache_dtype`), the scripts and commit it was read at
-(`config.launch_scripts`), and `kv_format` (fp8_e4m3 / fp8 → fp8, auto → bf16).
+(`config.launch_scripts`), and `kv_format` (fp8_e4m3 / fp8 → fp8, auto → bf16). The same scripts give the number of
+prompts the benchmark sent, `--num-prompts $((CONC * N))` (N = 10 in every script so far): `config.num_prompts`
+= N × concurrency, so the estimate simulates that finite run (its first wave arrives at once) rather than a steady
+state.
 
 Usage (the fixture file and the scripts are read from fetched copies of the repositories, never committed here):
     python -m knowledge.import_inferencex --snapshot FIXTURE.json URL [--snapshot ...] [--scripts REPO] --out PATH
@@ -206,6 +209,8 @@ def scripts_for(record: dict, names: list[str]) -> list[str]:
         tokens = [t for t in name[len(base):].split("_") if t]
         if any(t in ("disagg", "dynamo", "atom", "vllm", "sglang") or "disagg" in t for t in tokens):
             continue
+        if "/agentic/" in path:     # agentic traces, another benchmark than the fixed-length random one
+            continue
         if ("trt" in tokens) != (fw == "trtllm") or ("mtp" in tokens) != bool(spec):
             continue
         found.append(path)
@@ -221,8 +226,23 @@ def kv_dtype_of(text: str, framework: str) -> str | None:
     return found[0] if found else None
 
 
+_PROMPTS = (re.compile(r"num-prompts[= ]+\"?\$\(\(\s*\$?CONC\s*\*\s*(\d+)\s*\)\)"),
+            re.compile(r"num-prompts[= ]+\"?\$\(\(\s*(\d+)\s*\*\s*\$?CONC\s*\)\)"),
+            re.compile(r"num-prompts[= ]+\"?\$\{?CONC\}?(?![\w*])"))
+
+
+def prompts_per_user_of(text: str) -> int | None:
+    """How many prompts per concurrent user a launch script's benchmark sends (`--num-prompts $((CONC * 10))` → 10,
+    `--num-prompts $CONC` → 1), or None when it sets the count some other way (a variable, -1) or not at all."""
+    found = set()
+    for i, rx in enumerate(_PROMPTS):
+        found.update(int(m) if i < 2 else 1 for m in rx.findall(text))
+    return found.pop() if len(found) == 1 else None
+
+
 def with_launch_config(records: list[dict], repo: Path) -> Counter:
-    """Give each SGLang / TensorRT-LLM record the KV-cache dtype of its launch scripts on its run date (in place)."""
+    """Give each SGLang / TensorRT-LLM record the KV-cache dtype of its launch scripts on its run date, and the number
+    of prompts its benchmark sent (in place)."""
     said, trees = Counter(), {}
     for r in records:
         if r["framework"] not in ("sglang", "trtllm") or r["hardware"] not in SCRIPT_HW:
@@ -234,8 +254,19 @@ def with_launch_config(records: list[dict], repo: Path) -> Counter:
         if commit not in trees:
             trees[commit] = _git(repo, "ls-tree", "-r", "--name-only", commit).splitlines()
         paths = scripts_for(r, trees[commit])
-        values = {p: kv_dtype_of(_git(repo, "show", f"{commit}:{p}"), r["framework"]) for p in paths}
-        kinds = set(values.values())
+        texts = {p: _git(repo, "show", f"{commit}:{p}") for p in paths}
+        # a script that only starts the server (a docker variant whose client runs elsewhere) states no count
+        per_user = {prompts_per_user_of(t) for t in texts.values() if "num-prompts" in t} or {None}
+        conc = (r.get("load") or {}).get("concurrency")
+        if len(per_user) == 1 and None not in per_user and isinstance(conc, int):
+            n = per_user.pop()
+            r["config"]["num_prompts"] = n * conc
+            r["config"]["num_prompts_rule"] = f"--num-prompts CONC × {n} in the launch scripts"
+            r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
+            said[f"num_prompts = CONC × {n} from the launch scripts"] += 1
+        else:
+            said["no single prompt count in the launch scripts"] += 1
+        kinds = {kv_dtype_of(t, r["framework"]) for t in texts.values()}
         if len(kinds) != 1 or None in kinds or next(iter(kinds)) not in KV_FORMATS:
             said[f"no single KV-cache dtype in the launch scripts ({r['framework']})"] += 1
             continue

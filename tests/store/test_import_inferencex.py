@@ -124,6 +124,7 @@ def _record(**over) -> dict:
 def test_the_launch_scripts_of_a_configuration_are_found_by_name():
     names = ["benchmarks/dsr1_fp8_h200_slurm.sh", "benchmarks/dsr1_fp8_h200_docker.sh", "benchmarks/dsr1_fp8_h200_trt.sh",
              "benchmarks/dsr1_fp8_h200_mtp.sh", "benchmarks/dsr1_fp8_h200_sglang-disagg.sh",
+             "benchmarks/single_node/agentic/dsr1_fp8_h200.sh",
              "benchmarks/multi_node/dsr1_fp8_h200.sh", "benchmarks/dsr1_fp4_h200.sh", "benchmarks/dsr1_fp8_h2000.sh",
              "runners/dsr1_fp8_h200.sh"]
     assert IX.scripts_for(_record(), names) == ["benchmarks/dsr1_fp8_h200_docker.sh", "benchmarks/dsr1_fp8_h200_slurm.sh"]
@@ -142,6 +143,21 @@ def test_the_kv_cache_dtype_is_read_from_the_script_as_written(text, framework, 
     assert IX.kv_dtype_of(text, framework) == value
 
 
+@pytest.mark.parametrize("text, per_user", [
+    ('    --num-prompts "$((CONC * 10))" \\', 10),
+    ("--num-prompts $(( $CONC * 10 )) --max-concurrency $CONC", 10),
+    ("--num-prompts=$(( $CONC * 20 ))", 20),
+    ("--num-prompts $((4 * CONC))", 4),
+    ("--num-prompts $CONC --max-concurrency $CONC", 1),
+    ('--num-prompts "$NUM_PROMPTS"', None),
+    ("--num-prompts -1", None),
+    ("--num-prompts $((CONC * 10))\n--num-prompts $((CONC * 20))", None),     # two counts: no single answer
+    ("python3 -m sglang.launch_server --tp 8", None),
+])
+def test_the_prompt_count_is_read_from_the_script_as_written(text, per_user):
+    assert IX.prompts_per_user_of(text) == per_user
+
+
 def test_each_record_takes_the_kv_dtype_its_scripts_set_on_its_run_date(tmp_path):
     import subprocess
 
@@ -158,11 +174,19 @@ def test_each_record_takes_the_kv_dtype_its_scripts_set_on_its_run_date(tmp_path
 
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
     commit("python3 -m sglang.launch_server --tp 8\n", "2026-01-10")
-    commit("python3 -m sglang.launch_server --tp 8 --kv-cache-dtype fp8_e4m3\n", "2026-03-10")
+    commit("python3 -m sglang.launch_server --tp 8 --kv-cache-dtype fp8_e4m3\n"
+           'run_benchmark_serving --num-prompts "$((CONC * 10))" --max-concurrency "$CONC"\n', "2026-03-10")
     early, late, before = _record(date="2026-02-01"), _record(date="2026-04-01", conc=32), _record(date="2025-12-01", conc=8)
     said = IX.with_launch_config([early, late, before], repo)
     assert (early["kv_format"], early["config"]["kv_cache_dtype"]) == ("bf16", "auto")
     assert (late["kv_format"], late["config"]["kv_cache_dtype"]) == ("fp8", "fp8_e4m3")
     assert late["config"]["launch_scripts"]["paths"] == ["benchmarks/dsr1_fp8_h200_slurm.sh"]
     assert before["kv_format"] is None and "kv_cache_dtype" not in before["config"]   # no script yet on its date
-    assert sum(said.values()) == 3
+    # the prompt count: the March script sends 10 per user; the January one states none
+    assert late["config"]["num_prompts"] == 320 and "CONC × 10" in late["config"]["num_prompts_rule"]
+    assert "num_prompts" not in early["config"] and "num_prompts" not in before["config"]
+    # every record is counted once for its KV dtype (or the lack of a commit) and once for its prompt count
+    assert said["no commit of the scripts repository before the run date"] == 1
+    assert said["num_prompts = CONC × 10 from the launch scripts"] == 1
+    assert said["no single prompt count in the launch scripts"] == 1
+    assert sum(said.values()) == 5
