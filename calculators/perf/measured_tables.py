@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections import ChainMap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -145,6 +145,26 @@ class MeasuredSystem:
         pick = own.get("moe_perf") or next(iter(own.values()), None)
         return str(pick.get("version")) if pick is not None else ""
 
+    def with_moe_kernels(self, family: str, dtype: str | None = None) -> tuple["MeasuredSystem", str]:
+        """This system with its MoE table taken from the framework whose MoE rows in `dtype` are the kernel `family`
+        (its name in their kernel_source: "trtllm" for TensorRT-LLM's generated MoE kernels, which SGLang and vLLM
+        run through FlashInfer), for an engine launched with that kernel family when its own table measured another;
+        and the framework borrowed from (`dtype` None: in any dtype). A 422 naming `moe_kernel` when no framework
+        measured them."""
+        dt = table_dtype(dtype) if dtype is not None else None
+        for fw in dict.fromkeys((self.framework, "sglang", "vllm", *FRAMEWORKS)):
+            try:
+                other = self.for_framework(fw)
+            except CalcInputError:
+                continue
+            rec = other.tables.get("moe_perf")
+            if rec is None or not any(family in k for k in moe_kernel_sources(rec, dt)):
+                continue
+            tables = {**self.tables, "moe_perf": _rows_of_kernels(rec, family)}
+            return replace(self, tables=tables, _others={}), fw
+        raise CalcInputError("moe_kernel", f"no {family} MoE kernels{f' in {dt}' if dt else ''} measured on {self.name} "
+                             "for any framework")
+
     def for_framework(self, framework: str | None) -> "MeasuredSystem":
         """This system's tables as measured for `framework` (this system when it is already that one)."""
         if framework is None or framework == self.framework:
@@ -156,6 +176,29 @@ class MeasuredSystem:
                 raise CalcInputError("framework", f"{self.name}: only the {self.framework} tables were loaded")
             self._others[framework] = self.source(framework)
         return self._others[framework]
+
+
+def moe_kernel_sources(rec: dict, dtype: str | None = None) -> list[str]:
+    """The kernel_source names of a MoE table's rows in `dtype` (a table dtype name; None: every row), sorted."""
+    cols = rec["columns"]
+    if "kernel_source" not in cols or "moe_dtype" not in cols:
+        return []
+    coded = getattr(cols, "coded", None)
+    pairs = [coded(c) if coded is not None else None for c in ("kernel_source", "moe_dtype")]
+    if all(p is not None for p in pairs):
+        (kc, kv), (dc, dv) = pairs
+        rows = np.isin(dc, np.flatnonzero(np.asarray(dv).astype(str) == dtype)) if dtype else slice(None)
+        return sorted({str(kv[i]) for i in np.unique(np.asarray(kc)[rows])})
+    ks, ds = np.asarray(cols["kernel_source"]).astype(str), np.asarray(cols["moe_dtype"]).astype(str)
+    return sorted(set((ks[ds == dtype] if dtype else ks).tolist()))
+
+
+def _rows_of_kernels(rec: dict, family: str) -> dict:
+    """A measured table keeping only the rows whose kernel_source names `family` (its own cache identity)."""
+    cols = rec["columns"]
+    keep = np.char.find(np.asarray(cols["kernel_source"]).astype(str), family) >= 0
+    return {**rec, "columns": {k: np.asarray(cols[k])[keep] for k in cols},
+            "sha256": f"{table_key(rec)}:{family}"}
 
 
 def load_system(lookup: Lookup, system: str, hw: Any, tables: Sequence[str] = TABLES,

@@ -79,6 +79,12 @@ class ServingEstimateRequest(CalcRequest):
     estimate: Estimate | None = ESTIMATE_FIELD
     link: str | None = Field(None, min_length=1, max_length=100, description="Link id of the tensor-parallel group "
                              "(default: the hardware's scale-up link).")
+    moe_kernel: Literal["trtllm"] | None = Field(None, description="The MoE kernel family the engine was launched with, "
+                                                 "where it has a choice (default: the kernels the framework's own "
+                                                 "measured table holds). trtllm: TensorRT-LLM's generated MoE kernels "
+                                                 "(TensorRT-LLM `moe_config: backend: TRTLLM`; SGLang and vLLM run them "
+                                                 "through FlashInfer), timed on the rows of whichever framework's table "
+                                                 "on this GPU measured them (SGLang's first).")
     input_tokens: int = Field(ge=1, le=10_000_000, description="Mean input (prompt) tokens per request.", examples=[1024])
     output_tokens: int = Field(ge=1, le=1_000_000, description="Mean output tokens per request.", examples=[1024])
     concurrency: int | None = Field(None, ge=1, le=10_000_000, description="Closed loop: this many users, each sending its "
@@ -241,6 +247,13 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     name, proxy = kernel_source(lookup, hw, req.estimate)
     if name is not None:
         system = load_system(lookup, name, hw, framework=req.framework)
+        if req.moe_kernel is not None:
+            if not (lay.moe_layers and lay.experts):
+                raise CalcInputError("moe_kernel", f"{rec.id} has no MoE layers: moe_kernel applies to MoE models")
+            system, from_fw = system.with_moe_kernels(req.moe_kernel)
+            res.assume(f"MoE kernels: {req.moe_kernel} (moe_kernel), timed on the {from_fw} table's rows of that "
+                       f"kernel family measured on {system.name}" + ("." if from_fw == req.framework else
+                       f", not {req.framework}'s own table (which measures another kernel)."))
     elif req.estimate == "measured":
         raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound' (or "
                                  "leave estimate unset: a device without kernels then borrows a measured device's)")
