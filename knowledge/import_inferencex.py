@@ -31,7 +31,10 @@ The record keeps the value as written (`config.kv_cache_dtype`), the scripts and
 (`config.launch_scripts`), and `kv_format` (fp8_e4m3 / fp8 → fp8, auto → bf16). The same scripts give the number of
 prompts the benchmark sent, `--num-prompts $((CONC * N))` (N = 10 in every script so far): `config.num_prompts`
 = N × concurrency, so the estimate simulates that finite run (its first wave arrives at once) rather than a steady
-state.
+state. TensorRT-LLM scripts also give the MoE backend (`MOE_BACKEND="TRTLLM"`, written into `moe_config: backend:`):
+`config.moe_backend` when every variant agrees for the record's configuration: the scripts' if / elif / else blocks
+are followed where each test compares ISL, OSL, CONC, TP, EP_SIZE or DP_ATTENTION with a literal (any other test
+leaves the backend unread).
 
 Usage (the fixture file and the scripts are read from fetched copies of the repositories, never committed here):
     python -m knowledge.import_inferencex --snapshot FIXTURE.json URL [--snapshot ...] [--scripts REPO] --out PATH
@@ -240,6 +243,100 @@ def prompts_per_user_of(text: str) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
+_ATOM = re.compile(r'^"?\$\{?(\w+)\}?"?\s*(==|!=|-eq|-ne|-ge|-gt|-le|-lt)\s*"?([\w.]+)"?$')
+_NUM_OPS = {"-eq": lambda a, b: a == b, "-ne": lambda a, b: a != b, "-ge": lambda a, b: a >= b,
+            "-gt": lambda a, b: a > b, "-le": lambda a, b: a <= b, "-lt": lambda a, b: a < b}
+
+
+def _condition(text: str, env: dict[str, str]) -> bool | None:
+    """A `[[ ... ]]` test of the form the launch scripts use: comparisons of $VARs with literals joined by && or ||;
+    None when any part is of another form or names a variable `env` lacks."""
+    m = re.fullmatch(r"\s*\[\[\s*(.*?)\s*\]\]\s*;?\s*(?:then)?\s*", text)
+    if not m:
+        return None
+    ors = []
+    for alt in m.group(1).split("||"):
+        ands = []
+        for atom in alt.split("&&"):
+            a = _ATOM.match(atom.strip())
+            if not a or a.group(1) not in env:
+                return None
+            var, op, lit = env[a.group(1)], a.group(2), a.group(3)
+            if op in ("==", "!="):
+                ands.append((var == lit) == (op == "=="))
+            else:
+                try:
+                    ands.append(_NUM_OPS[op](float(var), float(lit)))
+                except ValueError:
+                    return None
+        ors.append(all(ands))
+    return any(ors)
+
+
+def assigned_value(text: str, name: str, env: dict[str, str]) -> str | None:
+    """The value a launch script leaves in `name` (`NAME="X"` lines) for one configuration, `env` giving the script's
+    inputs (ISL, OSL, CONC, TP, EP_SIZE, DP_ATTENTION): its if / elif / else / fi blocks are followed where every test
+    is a comparison `_condition` reads. None when the variable is never set, or a block that sets it has a test of
+    another kind (nothing is guessed)."""
+    value, stack = None, []            # stack: [taken_now, a branch already taken, known]
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip() if not raw.strip().startswith("#") else ""
+        if not line:
+            continue
+        head = line.split(None, 1)[0]
+        if head == "if" and re.search(r";\s*fi$", line):       # a one-line `if ...; then ...; fi`
+            if f"{name}=" in line:
+                cond = _condition(line[2:line.index("then")] if "then" in line else "", env)
+                inner = re.search(rf'{name}="?([\w.-]+)"?', line)
+                if cond is None or not all(level[2] for level in stack):
+                    return None
+                if cond and inner and all(level[0] for level in stack):
+                    value = inner.group(1)
+            continue
+        if head in ("if", "elif"):
+            cond = _condition(line[len(head):], env)
+            if head == "if":
+                stack.append([cond is True, cond is True, cond is not None])
+            elif stack:
+                top = stack[-1]
+                top[2] = top[2] and cond is not None
+                top[0] = (not top[1]) and cond is True
+                top[1] = top[1] or cond is True
+            continue
+        if head == "else" and stack:
+            stack[-1][0] = not stack[-1][1]
+            stack[-1][1] = True
+            continue
+        if head == "fi" and stack:
+            stack.pop()
+            continue
+        m = re.fullmatch(rf'{name}="?([\w.-]+)"?', line)
+        if m:
+            if not all(level[2] for level in stack):
+                return None          # set inside a block whose test is not read
+            if all(level[0] for level in stack):
+                value = m.group(1)
+    return value
+
+
+def moe_backend_of(text: str, env: dict[str, str] | None = None) -> str | None:
+    """The TensorRT-LLM MoE backend a launch script sets for one configuration (`MOE_BACKEND=` as `assigned_value`
+    follows it, else a literal `moe_config: backend: X`), or None when it cannot tell."""
+    if "MOE_BACKEND=" in text:
+        return assigned_value(text, "MOE_BACKEND", env or {})
+    found = set(re.findall(r"moe_config:\s*\n\s+backend:\s*([A-Z_]+)\b", text))
+    return found.pop() if len(found) == 1 else None
+
+
+def script_env(r: dict) -> dict[str, str]:
+    """The inputs InferenceX's launch scripts read, for one record (nominal lengths, as the workflow passes them)."""
+    nominal = {922: 1024, 7373: 8192}
+    isl, osl = r.get("input_tokens"), r.get("output_tokens")
+    return {"ISL": str(nominal.get(isl, isl)), "OSL": str(nominal.get(osl, osl)),
+            "CONC": str((r.get("load") or {}).get("concurrency", "")), "TP": str(r.get("tp")),
+            "EP_SIZE": str(r.get("ep") or 1), "DP_ATTENTION": "true" if r.get("dp_attention") else "false"}
+
+
 def with_launch_config(records: list[dict], repo: Path) -> Counter:
     """Give each SGLang / TensorRT-LLM record the KV-cache dtype of its launch scripts on its run date, and the number
     of prompts its benchmark sent (in place)."""
@@ -266,6 +363,15 @@ def with_launch_config(records: list[dict], repo: Path) -> Counter:
             said[f"num_prompts = CONC × {n} from the launch scripts"] += 1
         else:
             said["no single prompt count in the launch scripts"] += 1
+        if r["framework"] == "trtllm":
+            env = script_env(r)
+            backends = {moe_backend_of(t, env) for t in texts.values()}
+            if len(backends) == 1 and None not in backends:
+                r["config"]["moe_backend"] = backends.pop()
+                r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
+                said[f"TensorRT-LLM MoE backend {r['config']['moe_backend']} from the launch scripts"] += 1
+            else:
+                said["no single TensorRT-LLM MoE backend in the launch scripts"] += 1
         kinds = {kv_dtype_of(t, r["framework"]) for t in texts.values()}
         if len(kinds) != 1 or None in kinds or next(iter(kinds)) not in KV_FORMATS:
             said[f"no single KV-cache dtype in the launch scripts ({r['framework']})"] += 1

@@ -190,3 +190,56 @@ def test_each_record_takes_the_kv_dtype_its_scripts_set_on_its_run_date(tmp_path
     assert said["num_prompts = CONC × 10 from the launch scripts"] == 1
     assert said["no single prompt count in the launch scripts"] == 1
     assert sum(said.values()) == 5
+
+
+SCRIPT = """
+if [[ "$MODEL" != /* ]]; then hf download "$MODEL"; fi
+MOE_BACKEND="TRTLLM"
+if [[ "$ISL" == "1024" && "$OSL" == "8192" ]]; then
+    if [[ $CONC -ge 256 ]]; then
+        MOE_BACKEND="DEEPGEMM"   # large batches
+    elif [[ $CONC -ge 128 ]]; then
+        PIECEWISE="true"
+    fi
+fi
+if [[ "$DP_ATTENTION" == "true" ]]; then
+    MOE_BACKEND="CUTLASS"
+fi
+"""
+
+
+def _env(**over):
+    return {"ISL": "1024", "OSL": "8192", "CONC": "32", "TP": "8", "EP_SIZE": "1", "DP_ATTENTION": "false", **over}
+
+
+@pytest.mark.parametrize("env, value", [
+    (_env(), "TRTLLM"),
+    (_env(CONC="256"), "DEEPGEMM"),
+    (_env(CONC="512", OSL="1024"), "TRTLLM"),
+    (_env(DP_ATTENTION="true"), "CUTLASS"),
+    (_env(CONC="256", DP_ATTENTION="true"), "CUTLASS"),     # the later block wins, as bash runs them
+])
+def test_the_moe_backend_follows_the_scripts_conditions_for_the_configuration(env, value):
+    assert IX.moe_backend_of(SCRIPT, env) == value
+
+
+def test_a_backend_set_under_a_test_it_cannot_read_is_not_guessed():
+    unread = SCRIPT.replace('[[ "$DP_ATTENTION" == "true" ]]', '[ -n "$SLURM_JOB_ID" ]')
+    assert IX.moe_backend_of(unread, _env()) is None
+    assert IX.moe_backend_of(SCRIPT, {k: v for k, v in _env().items() if k != "CONC"}) is None   # a missing input
+    assert IX.moe_backend_of("moe_config:\n    backend: CUTLASS\n", _env()) == "CUTLASS"
+    assert IX.moe_backend_of("trtllm-serve $MODEL\n", _env()) is None
+    assert IX.script_env(_record(conc=32))["CONC"] == "32"
+
+
+def test_a_trtllm_run_launched_with_the_generated_moe_kernels_asks_for_them(lookup):
+    from calculators.families.serving._benchmark_points import request_of
+
+    point = {"id": "x", "source": "s", "model": "deepseek-r1", "hardware": "b200-sxm", "framework": "trtllm",
+             "tp": 8, "pp": 1, "ep": 1, "replicas": 1, "weight_format": "fp8", "kv_format": "fp8",
+             "input_tokens": 1024, "output_tokens": 1024, "dataset": "random", "load": {"concurrency": 4},
+             "config": {"moe_backend": "TRTLLM"}}
+    body, kind, mapping = request_of(point, lookup)
+    assert body["moe_kernel"] == "trtllm" and any("TRTLLM" in m for m in mapping)
+    body, _, _ = request_of({**point, "config": {"moe_backend": "DEEPGEMM"}}, lookup)
+    assert "moe_kernel" not in body

@@ -139,6 +139,10 @@ def request_of(point: dict, lookup: Lookup) -> tuple[dict | None, str | None, li
     if point.get("dataset") == "sharegpt" and "num_prompts" in body:
         body["output_tokens_spread"] = body["input_tokens_spread"] = 1.0
         mapping.append("ShareGPT lengths vary widely: uniform over [0, 2] × their means in the simulated run")
+    if fw == "trtllm" and str(cfg.get("moe_backend", "")).upper() == "TRTLLM":
+        body["moe_kernel"] = "trtllm"
+        mapping.append("TensorRT-LLM launched with moe_config backend TRTLLM: its generated MoE kernels (moe_kernel "
+                       "trtllm), which TensorRT-LLM's own table does not measure")
     for k in ("max_num_seqs",):
         if isinstance(cfg.get(k), int) and cfg[k] > 0:
             body[k] = cfg[k]
