@@ -315,7 +315,8 @@ class ValidationRow(BaseModel):
                                            "(\"arch:\" + the architecture its record names), null when it names none.")
     devices: Optional[int] = None
     date: Optional[str] = Field(None, description="The run's date as published (ISO).")
-    run_half: Optional[str] = Field(None, description="The half-year of the run (\"2025-H2\"), as by_run_date groups it.")
+    run_half: Optional[str] = Field(None, description="The half-year of the run (\"2025-H2\"; its year alone when only the "
+                                    "year is published), as by_run_date groups it.")
     framework: str
     load: str = Field(description="concurrency, poisson, offline or burst when compared; else the load's kind.")
     compared: bool

@@ -174,8 +174,10 @@ def summary(rows: list[Row], key: Callable[[Row], str] | None = None, calibrated
 def run_half_of(r: Row) -> str:
     """The half-year a point was run in ("2025-H2"): the software it ran is that of its date, and the kernel tables
     are of one version, so this table shows how far an estimate drifts from runs of older engines."""
-    if not r.date or len(r.date) < 7 or not r.date[:4].isdigit() or not r.date[5:7].isdigit():
+    if not r.date or not r.date[:4].isdigit():
         return "?"
+    if len(r.date) < 7 or not r.date[5:7].isdigit():
+        return r.date[:4]            # published with its year only
     return f"{r.date[:4]}-H{1 if int(r.date[5:7]) <= 6 else 2}"
 
 

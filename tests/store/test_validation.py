@@ -110,3 +110,12 @@ def test_the_store_answers_the_applied_factors_and_the_estimate_uses_them(rep, c
         got = client.post("/api/v1/calculators/serving-estimate", json=body).json()["outputs"]["calibration"]
         assert got["applied"] and got["sources"]
         assert got["factor"] in {rep["calibration"]["factors"][k]["factor"] for k in applied}
+
+
+@pytest.mark.parametrize("date, half", [("2025-03-18", "2025-H1"), ("2025-06", "2025-H1"), ("2025-07-01", "2025-H2"),
+                                        ("2026-12", "2026-H2"), ("2025", "2025"), (None, "?"), ("soon", "?")])
+def test_a_point_is_grouped_by_the_half_year_it_was_run(date, half):
+    from knowledge.validation import Row, run_half_of
+
+    assert run_half_of(Row(id="x", source="s", model=None, hardware=None, framework="vllm", load="concurrency",
+                           compared=True, date=date)) == half
