@@ -49,3 +49,10 @@ def test_moe_kernel_on_a_dense_model_or_where_nobody_measured_it_is_a_4xx_naming
         with pytest.raises(CalcInputError) as exc:
             run("serving-estimate", body, lookup)
         assert exc.value.loc == ("moe_kernel",) and exc.value.status == 422
+
+
+def test_moe_kernel_on_a_bound_estimate_says_it_changes_nothing(lookup):
+    a = run("serving-estimate", {**R1, "estimate": "bound"}, lookup)[2]
+    b = run("serving-estimate", {**R1, "estimate": "bound", "moe_kernel": "trtllm"}, lookup)[2]
+    assert a.outputs["tpot_s"] == b.outputs["tpot_s"]
+    assert any("changes nothing" in x for x in b.assumptions)

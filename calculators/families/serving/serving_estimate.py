@@ -257,6 +257,9 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     elif req.estimate == "measured":
         raise CalcInputError("estimate", f"no measured kernels for hardware {hw.id!r}; use estimate='bound' (or "
                                  "leave estimate unset: a device without kernels then borrows a measured device's)")
+    elif req.moe_kernel is not None:
+        res.assume(f"moe_kernel {req.moe_kernel} changes nothing here: the step times are the peak-rate bound, which "
+                   "reads no kernel tables.")
     scale = proxy.scale if proxy is not None else 1.0
     times = lambda ops: _times(ops, rates, system, req.framework, link, scale)
     link, lid = tp_link(lookup, res, req.link, hw, req.tp)
