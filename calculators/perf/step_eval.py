@@ -322,4 +322,27 @@ def _attention(step: StepOps, op, system: MeasuredSystem):
     return lat * ratio, st
 
 
-__all__ = ["Bound", "COMM_KINDS", "NOT_MODELLED", "StepEstimate", "bound_of", "measured_of", "op_bound_s"]
+#: SGLang's decode runs a DeepSeek-style MoE layer's shared experts on a second CUDA stream beside the router and the
+#: routed experts when the shared experts are not fused into the routed kernel (fusion is off under expert parallelism)
+#: and the step holds at most this many tokens (sglang/srt/models/deepseek_v2.py, DeepseekV2MoE.forward: the
+#: dual-stream path and its DUAL_STREAM_TOKEN_THRESHOLD; the model's fusion check disables fusion when ep > 1)
+DUAL_STREAM_TOKENS = 1024
+
+
+def dual_stream_hidden_s(step: StepOps, est: StepEstimate, framework: str | None) -> np.ndarray:
+    """Seconds of `est` that SGLang's dual-stream MoE hides in a decode step: the shorter of the shared experts and
+    the router + routed experts (they run side by side), where SGLang runs them so (expert parallel without DP
+    attention, at most DUAL_STREAM_TOKENS tokens); 0 elsewhere."""
+    total = np.asarray(est.total_s, dtype=float)
+    zero = np.zeros(total.shape)
+    if framework != "sglang" or step.phase != "decode" or step.split.ep <= 1 or step.split.dp_attention:
+        return zero
+    part = lambda name: np.asarray(est.parts_s.get(name, zero), dtype=float)  # noqa: E731
+    shared = part("shared_gate_up") + part("shared_down")
+    routed = part("router") + part("moe_experts")
+    tokens = np.broadcast_to(np.asarray(step.batch, dtype=float) * np.asarray(step.new_tokens, dtype=float), total.shape)
+    return np.where(tokens <= DUAL_STREAM_TOKENS, np.minimum(shared, routed), 0.0)
+
+
+__all__ = ["Bound", "COMM_KINDS", "DUAL_STREAM_TOKENS", "NOT_MODELLED", "StepEstimate", "bound_of",
+           "dual_stream_hidden_s", "measured_of", "op_bound_s"]

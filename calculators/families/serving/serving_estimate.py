@@ -32,7 +32,7 @@ from calculators.framework import (
 from calculators.framework import headline as hf
 from calculators.perf import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
-    kernel_source, measured_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
+    DUAL_STREAM_TOKENS, dual_stream_hidden_s, kernel_source, measured_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
 )
 from calculators.families.serving._benchmark_points import calibration, measured_figures, nearest_points
 from calculators.families.serving._plan_search import weight_formats
@@ -157,13 +157,15 @@ def _slots(req, res: Result, lay, groups, hw, split: Split, wf, kf, ctx: float) 
 
 def _times(ops, rates, system, framework, link, scale: float = 1.0):
     """(kernels bound, kernels measured or None, collectives) of one operation list, arrays over its points; the
-    measured kernels × `scale` (a proxy device's bandwidth ratio, else 1)."""
+    measured kernels less what SGLang's dual-stream MoE hides (`dual_stream_hidden_s`), × `scale` (a proxy device's
+    bandwidth ratio, else 1)."""
     kb = np.asarray(bound_of(ops, rates).total_s, dtype=float)
     comm = collectives_s(ops, link)
     km = None
     if system is not None:
         est = measured_of(ops, system, framework)
-        km = (np.asarray(est.total_s, dtype=float) - np.asarray(est.comm_s, dtype=float)) * scale
+        km = (np.asarray(est.total_s, dtype=float) - np.asarray(est.comm_s, dtype=float)
+              - dual_stream_hidden_s(ops, est, framework)) * scale
     return kb, km, comm
 
 
@@ -306,6 +308,11 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
     p, p_comm, p_bound, chunks, (tok_grid, tok_s, own) = _prefill(lay, split, wf, kf, times, grid, new, I - new,
                                                                   req.chunked_prefill_tokens)
+    if km is not None and req.framework == "sglang" and ep > 1 and not req.dp_attention and any(
+            o.name.startswith("shared_") for o in dec.ops):
+        res.assume(f"SGLang with expert parallelism does not fuse the shared experts into the routed kernel and runs "
+                   f"them on a second CUDA stream beside the router and routed experts in decode steps of at most "
+                   f"{DUAL_STREAM_TOKENS:,} tokens: those steps take the longer of the two, not their sum.")
     cal = calibration(req.calibration, res, lookup, hw.id, req.framework,
                       "bound" if km is None else ("proxy" if proxy is not None else "measured"))
     k = cal["factor"] if cal["applied"] else 1.0
