@@ -338,8 +338,8 @@ def script_env(r: dict) -> dict[str, str]:
 
 
 def with_launch_config(records: list[dict], repo: Path) -> Counter:
-    """Give each SGLang / TensorRT-LLM record the KV-cache dtype of its launch scripts on its run date, and the number
-    of prompts its benchmark sent (in place)."""
+    """Give each SGLang / TensorRT-LLM record what its launch scripts set on its run date (in place): the KV-cache
+    dtype, the number of prompts its benchmark sent and, for TensorRT-LLM, the MoE backend."""
     said, trees = Counter(), {}
     for r in records:
         if r["framework"] not in ("sglang", "trtllm") or r["hardware"] not in SCRIPT_HW:
@@ -355,11 +355,12 @@ def with_launch_config(records: list[dict], repo: Path) -> Counter:
         # a script that only starts the server (a docker variant whose client runs elsewhere) states no count
         per_user = {prompts_per_user_of(t) for t in texts.values() if "num-prompts" in t} or {None}
         conc = (r.get("load") or {}).get("concurrency")
+        read = False                        # whether anything was read from these scripts (then they are named)
         if len(per_user) == 1 and None not in per_user and isinstance(conc, int):
             n = per_user.pop()
             r["config"]["num_prompts"] = n * conc
             r["config"]["num_prompts_rule"] = f"--num-prompts CONC × {n} in the launch scripts"
-            r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
+            read = True
             said[f"num_prompts = CONC × {n} from the launch scripts"] += 1
         else:
             said["no single prompt count in the launch scripts"] += 1
@@ -368,19 +369,21 @@ def with_launch_config(records: list[dict], repo: Path) -> Counter:
             backends = {moe_backend_of(t, env) for t in texts.values()}
             if len(backends) == 1 and None not in backends:
                 r["config"]["moe_backend"] = backends.pop()
-                r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
+                read = True
                 said[f"TensorRT-LLM MoE backend {r['config']['moe_backend']} from the launch scripts"] += 1
             else:
                 said["no single TensorRT-LLM MoE backend in the launch scripts"] += 1
         kinds = {kv_dtype_of(t, r["framework"]) for t in texts.values()}
         if len(kinds) != 1 or None in kinds or next(iter(kinds)) not in KV_FORMATS:
             said[f"no single KV-cache dtype in the launch scripts ({r['framework']})"] += 1
-            continue
-        value = kinds.pop()
-        r["kv_format"] = KV_FORMATS[value]
-        r["config"]["kv_cache_dtype"] = value
-        r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
-        said[f"KV-cache dtype {value} from the launch scripts"] += 1
+        else:
+            value = kinds.pop()
+            r["kv_format"] = KV_FORMATS[value]
+            r["config"]["kv_cache_dtype"] = value
+            read = True
+            said[f"KV-cache dtype {value} from the launch scripts"] += 1
+        if read:
+            r["config"]["launch_scripts"] = {"repo": SCRIPTS_REPO, "commit": commit, "paths": paths}
     return said
 
 

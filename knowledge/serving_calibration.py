@@ -105,19 +105,19 @@ def fit(rows: list[dict]) -> dict[str, dict]:
             found.setdefault(key, []).append((r, v))
     out = {}
     for key, members in sorted(found.items()):
-        if len(members) < MIN_POINTS or len({r["source"] for r, _ in members}) < MIN_SOURCES:
-            continue
-        hw, fw, b = key.rsplit("/", 2)
-        logs = [v for _, v in members]
         by_source: dict[str, list[float]] = {}
         for r, v in members:
             by_source.setdefault(r["source"], []).append(v)
+        if len(members) < MIN_POINTS or len(by_source) < MIN_SOURCES:
+            continue
+        hw, fw, b = key.rsplit("/", 2)
+        logs = [v for _, v in members]
         # each source one vote: the median of the sources' own medians, so the source with the most points (one
         # engine version, one sweep) does not set the factor a different source's runs are estimated with
         log_k = statistics.median(statistics.median(vs) for vs in by_source.values())
         out[key] = {"id": key, "hardware": hw, "framework": None if fw == "*" else fw, "basis": b,
                     "factor": math.exp(log_k), "points": len(members),
-                    "sources": sorted({r["source"] for r, _ in members}),
+                    "sources": sorted(by_source),
                     "point_ids": sorted(r["id"] for r, _ in members),
                     "spread": statistics.median(abs(v - log_k) for v in logs)}
     return out

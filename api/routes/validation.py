@@ -262,8 +262,8 @@ Id = Annotated[str, PathParam(min_length=1, max_length=200, description="Benchma
                         "their errors (predicted / measured − 1) and whether the peak-rate floor is below the measured "
                         "TPOT; points the store cannot describe are listed with the reason. Tables `overall` and "
                         "`by_source`, `by_hardware`, `by_model_family`, `by_framework`, `by_load`, `by_run_date` "
-                        "(half-year of the run): points, median |error| and the share within ±25 % per metric. The filters keep some rows and the tables are "
-                        "recomputed over them. Computed once per data version (tens of seconds the first time), then "
+                        "(half-year of the run): points, median |error| and the share within ±25 % per metric. The "
+                        "filters keep some rows and the tables are recomputed over them. Computed once per data version (tens of seconds the first time), then "
                         "cached.")
 def get_validation(query: Annotated[ValidationQuery, Query()], store: Store = Depends(get_store)) -> FastJSONResponse:
     return FastJSONResponse(view(report(store), query))

@@ -32,7 +32,7 @@ from calculators.perf.step_model import (
     ACT_BYTES, Op, STATE_BYTES, Split, StepOps, split_problems, step_ops, touched_experts, weight_bytes_per_rank,
 )
 from calculators.perf.step_eval import (
-    Bound, COMM_KINDS, DUAL_STREAM_TOKENS, bound_of, dual_stream_hidden_s, measured_of, op_bound_s,
+    Bound, COMM_KINDS, DUAL_STREAM_TOKENS, bound_of, dual_stream_hidden_s, measured_of, op_bound_s, runs_dual_stream,
 )
 from calculators.perf.measured_estimate import (
     ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, PROXY_MAX_RATIO, Proxy, estimate_system,
@@ -48,8 +48,9 @@ from calculators.perf.step_time import (
 __all__ = [
     'DEFAULT_FRAMEWORK', 'DSA_GEOMETRY', 'FRAMEWORKS', 'FRAMEWORK_FIELD', 'LayerKernels', 'MLA_MODULE_GEOMETRY',
     'MeasuredFramework', 'MlaGeometry', 'SHARED_TABLES', 'alltoall_kernel', 'linear_state_kernel', 'mla_core_kernel',
-    'ACT_BYTES', 'Bound', 'COMM_KINDS', 'DUAL_STREAM_TOKENS', 'Op', 'dual_stream_hidden_s', 'STATE_BYTES', 'Split', 'StepOps', 'bound_of', 'measured_of',
-    'op_bound_s', 'split_problems', 'step_ops', 'touched_experts', 'weight_bytes_per_rank',
+    'ACT_BYTES', 'Bound', 'COMM_KINDS', 'DUAL_STREAM_TOKENS', 'Op', 'STATE_BYTES', 'Split', 'StepOps', 'bound_of',
+    'dual_stream_hidden_s', 'measured_of', 'op_bound_s', 'runs_dual_stream', 'split_problems', 'step_ops',
+    'touched_experts', 'weight_bytes_per_rank',
     'LinkRates', 'StepTimes', 'collectives_s', 'step_times', 'tp_link',
     'AR_AXES', 'ATTN_CATS', 'Algorithm', 'BUS_FACTOR', 'CTX_AXES', 'ESTIMATE_FIELD', 'Estimate', 'FLAG_NAMES',
     'FORMULAS', 'GEN_AXES', 'Grid', 'LATENCY_UNIT_S', 'Label', 'Located', 'MOE_AXES', 'MOE_CATS', 'MeasuredSystem',

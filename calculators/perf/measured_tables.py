@@ -154,14 +154,13 @@ class MeasuredSystem:
         dt = table_dtype(dtype) if dtype is not None else None
         for fw in dict.fromkeys((self.framework, "sglang", "vllm", *FRAMEWORKS)):
             try:
-                other = self.for_framework(fw)
+                rec = self.for_framework(fw).tables.get("moe_perf")
             except CalcInputError:
                 continue
-            rec = other.tables.get("moe_perf")
-            if rec is None or not any(family in k for k in moe_kernel_sources(rec, dt)):
+            rows = _rows_of_kernels(rec, family) if rec is not None else None
+            if rows is None or (dt is not None and not moe_kernel_sources(rows, dt)):
                 continue
-            tables = {**self.tables, "moe_perf": _rows_of_kernels(rec, family)}
-            return replace(self, tables=tables, _others={}), fw
+            return replace(self, tables={**self.tables, "moe_perf": rows}, _others={}), fw
         raise CalcInputError("moe_kernel", f"no {family} MoE kernels{f' in {dt}' if dt else ''} measured on {self.name} "
                              "for any framework")
 
@@ -183,22 +182,24 @@ def moe_kernel_sources(rec: dict, dtype: str | None = None) -> list[str]:
     cols = rec["columns"]
     if "kernel_source" not in cols or "moe_dtype" not in cols:
         return []
-    coded = getattr(cols, "coded", None)
-    pairs = [coded(c) if coded is not None else None for c in ("kernel_source", "moe_dtype")]
-    if all(p is not None for p in pairs):
-        (kc, kv), (dc, dv) = pairs
-        rows = np.isin(dc, np.flatnonzero(np.asarray(dv).astype(str) == dtype)) if dtype else slice(None)
-        return sorted({str(kv[i]) for i in np.unique(np.asarray(kc)[rows])})
-    ks, ds = np.asarray(cols["kernel_source"]).astype(str), np.asarray(cols["moe_dtype"]).astype(str)
-    return sorted(set((ks[ds == dtype] if dtype else ks).tolist()))
+    ks = np.asarray(cols["kernel_source"]).astype(str)
+    return sorted(set((ks[np.asarray(cols["moe_dtype"]).astype(str) == dtype] if dtype else ks).tolist()))
 
 
-def _rows_of_kernels(rec: dict, family: str) -> dict:
-    """A measured table keeping only the rows whose kernel_source names `family` (its own cache identity)."""
-    cols = rec["columns"]
-    keep = np.char.find(np.asarray(cols["kernel_source"]).astype(str), family) >= 0
-    return {**rec, "columns": {k: np.asarray(cols[k])[keep] for k in cols},
-            "sha256": f"{table_key(rec)}:{family}"}
+_FAMILY_ROWS: dict[tuple[str, str], dict | None] = {}
+
+
+def _rows_of_kernels(rec: dict, family: str) -> dict | None:
+    """A measured table keeping only the rows whose kernel_source names `family` (its own cache identity), None when
+    it has none; built once per (table, family)."""
+    key = (table_key(rec), family)
+    if key not in _FAMILY_ROWS:
+        cols = rec["columns"]
+        keep = (np.char.find(np.asarray(cols["kernel_source"]).astype(str), family) >= 0 if "kernel_source" in cols
+                else np.zeros(len(cols["latency"]), dtype=bool))
+        _FAMILY_ROWS[key] = ({**rec, "columns": {k: np.asarray(cols[k])[keep] for k in cols},
+                              "sha256": f"{key[0]}:{family}"} if keep.any() else None)
+    return _FAMILY_ROWS[key]
 
 
 def load_system(lookup: Lookup, system: str, hw: Any, tables: Sequence[str] = TABLES,
@@ -502,3 +503,4 @@ def index_table(rec: dict, categories: Sequence[str], axes: Sequence[str],
 def clear_index() -> None:
     """Forget every built index (tests and benchmarks that time a cold start)."""
     _INDEX.clear()
+    _FAMILY_ROWS.clear()

@@ -329,13 +329,20 @@ def _attention(step: StepOps, op, system: MeasuredSystem):
 DUAL_STREAM_TOKENS = 1024
 
 
+def runs_dual_stream(step: StepOps, framework: str | None) -> bool:
+    """Whether SGLang runs this step's shared experts beside its routed ones: a decode step of a model with shared
+    experts, expert parallel without DP attention (its steps of at most DUAL_STREAM_TOKENS tokens)."""
+    return (framework == "sglang" and step.phase == "decode" and step.split.ep > 1 and not step.split.dp_attention
+            and any(op.name.startswith("shared_") for op in step.ops))
+
+
 def dual_stream_hidden_s(step: StepOps, est: StepEstimate, framework: str | None) -> np.ndarray:
-    """Seconds of `est` that SGLang's dual-stream MoE hides in a decode step: the shorter of the shared experts and
-    the router + routed experts (they run side by side), where SGLang runs them so (expert parallel without DP
-    attention, at most DUAL_STREAM_TOKENS tokens); 0 elsewhere."""
+    """Seconds of `est` that SGLang's dual-stream MoE hides in a decode step (`runs_dual_stream`): the shorter of
+    the shared experts and the router + routed experts (they run side by side) at most DUAL_STREAM_TOKENS tokens;
+    0 elsewhere."""
     total = np.asarray(est.total_s, dtype=float)
     zero = np.zeros(total.shape)
-    if framework != "sglang" or step.phase != "decode" or step.split.ep <= 1 or step.split.dp_attention:
+    if not runs_dual_stream(step, framework):
         return zero
     part = lambda name: np.asarray(est.parts_s.get(name, zero), dtype=float)  # noqa: E731
     shared = part("shared_gate_up") + part("shared_down")
@@ -345,4 +352,4 @@ def dual_stream_hidden_s(step: StepOps, est: StepEstimate, framework: str | None
 
 
 __all__ = ["Bound", "COMM_KINDS", "DUAL_STREAM_TOKENS", "NOT_MODELLED", "StepEstimate", "bound_of",
-           "dual_stream_hidden_s", "measured_of", "op_bound_s"]
+           "dual_stream_hidden_s", "measured_of", "op_bound_s", "runs_dual_stream"]

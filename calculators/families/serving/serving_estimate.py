@@ -31,8 +31,9 @@ from calculators.framework import (
 )
 from calculators.framework import headline as hf
 from calculators.perf import (
-    ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s, load_system,
-    DUAL_STREAM_TOKENS, dual_stream_hidden_s, kernel_source, measured_of, rates_from_spec, split_problems, step_ops, tp_link, weight_bytes_per_rank,
+    DUAL_STREAM_TOKENS, ESTIMATE_FIELD, Estimate, FRAMEWORK_FIELD, MeasuredFramework, Split, bound_of, collectives_s,
+    dual_stream_hidden_s, kernel_source, load_system, measured_of, rates_from_spec, runs_dual_stream, split_problems,
+    step_ops, tp_link, weight_bytes_per_rank,
 )
 from calculators.families.serving._benchmark_points import calibration, measured_figures, nearest_points
 from calculators.families.serving._plan_search import weight_formats
@@ -308,8 +309,7 @@ def compute(req: ServingEstimateRequest, lookup: Lookup, nearest: bool = True) -
     new = max(1, int(round(I * (1.0 - req.prefix_hit_rate))))
     p, p_comm, p_bound, chunks, (tok_grid, tok_s, own) = _prefill(lay, split, wf, kf, times, grid, new, I - new,
                                                                   req.chunked_prefill_tokens)
-    if km is not None and req.framework == "sglang" and ep > 1 and not req.dp_attention and any(
-            o.name.startswith("shared_") for o in dec.ops):
+    if km is not None and runs_dual_stream(dec, req.framework):
         res.assume(f"SGLang with expert parallelism does not fuse the shared experts into the routed kernel and runs "
                    f"them on a second CUDA stream beside the router and routed experts in decode steps of at most "
                    f"{DUAL_STREAM_TOKENS:,} tokens: those steps take the longer of the two, not their sum.")
